@@ -1,0 +1,49 @@
+// Assembles the CPU back-end tables (fast and reference) and the device -> back-end registry.
+#include "ops/cpu/cpu_kernels.h"
+
+namespace graft {
+
+#define GRAFT_CPU_TABLE(NS)                                                                    \
+  Backend {                                                                                    \
+    #NS, NS::fill, NS::copy, NS::unary, NS::unary_backward, NS::binary, NS::compare, NS::where, \
+        NS::reduce, NS::matmul, NS::linear, NS::softmax, NS::softmax_backward, NS::layer_norm, \
+        NS::layer_norm_backward, NS::index_select, NS::index_add, NS::gather, NS::scatter_add,  \
+        NS::cross_entropy, NS::cross_entropy_backward, NS::uniform, NS::normal                 \
+  }
+
+const Backend& cpu_backend() {
+  static const Backend b = GRAFT_CPU_TABLE(cpu);
+  return b;
+}
+const Backend& cpu_reference_backend() {
+  static const Backend b = GRAFT_CPU_TABLE(cpu::ref);
+  return b;
+}
+
+namespace {
+const Backend* g_opencl = nullptr;
+}
+void register_backend(Device::Kind kind, const Backend* backend) {
+  GRAFT_ASSERT(kind == Device::Kind::opencl);
+  g_opencl = backend;
+}
+const Backend* backend_for(Device device) {
+  return device.is_cpu() ? &cpu_backend() : g_opencl;
+}
+
+#define GRAFT_NAME_CASE(name, ...) \
+  case decltype(op)::name: return #name;
+const char* unary_name(UnaryOp op) {
+  switch (op) { GRAFT_UNARY_OPS(GRAFT_NAME_CASE) }
+  return "?";
+}
+const char* binary_name(BinaryOp op) {
+  switch (op) { GRAFT_BINARY_OPS(GRAFT_NAME_CASE) }
+  return "?";
+}
+const char* compare_name(CompareOp op) {
+  switch (op) { GRAFT_COMPARE_OPS(GRAFT_NAME_CASE) }
+  return "?";
+}
+
+}  // namespace graft

@@ -1,0 +1,55 @@
+// CPU kernels: the fast versions (xsimd, OpenMP, oneDNN) in namespace graft::cpu and the
+// scalar reference versions in graft::cpu::ref. Each family lives in one .cpp file with both.
+// Signatures and contracts: see the Backend table in ops/kernels.h.
+#pragma once
+#include "ops/kernels.h"
+
+namespace graft::cpu {
+
+// Work below this many elements runs on one thread (no OpenMP fork cost for tiny tensors).
+inline constexpr int64_t kParallelGrain = 32768;
+
+#define GRAFT_CPU_KERNEL_DECLS                                                                   \
+  void fill(const TensorView& dst, double value);                                                \
+  void copy(const TensorView& dst, const TensorView& src);                                       \
+  void unary(UnaryOp op, double alpha, const TensorView& x, const TensorView& out);              \
+  void unary_backward(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,        \
+                      const TensorView& dy, const TensorView& dx);                               \
+  void binary(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out);     \
+  void compare(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out);   \
+  void where(const TensorView& cond, const TensorView& a, const TensorView& b,                   \
+             const TensorView& out);                                                             \
+  void reduce(ReduceOp op, const TensorView& x, const TensorView& out);                          \
+  void matmul(const TensorView& a, const TensorView& b, const TensorView& out);                  \
+  void linear(const TensorView& x, const TensorView& w, const TensorView& bias,                  \
+              const TensorView& out);                                                            \
+  void softmax(const TensorView& x, const TensorView& y, bool log);                              \
+  void softmax_backward(const TensorView& y, const TensorView& dy, const TensorView& dx,         \
+                        bool log);                                                               \
+  void layer_norm(const TensorView& x, const TensorView& gamma, const TensorView& beta,          \
+                  double eps, const TensorView& y, const TensorView& mean,                       \
+                  const TensorView& rstd);                                                       \
+  void layer_norm_backward(const TensorView& x, const TensorView& gamma, const TensorView& mean, \
+                           const TensorView& rstd, const TensorView& dy, const TensorView& dx,   \
+                           const TensorView& dgamma, const TensorView& dbeta);                   \
+  void index_select(const TensorView& src, int dim, const TensorView& index,                     \
+                    const TensorView& out);                                                      \
+  void index_add(const TensorView& dst, int dim, const TensorView& index,                        \
+                 const TensorView& src);                                                         \
+  void gather(const TensorView& src, int dim, const TensorView& index, const TensorView& out);   \
+  void scatter_add(const TensorView& dst, int dim, const TensorView& index,                      \
+                   const TensorView& src);                                                       \
+  void cross_entropy(const TensorView& logits, const TensorView& target, int64_t ignore_index,   \
+                     double label_smoothing, const TensorView& loss, const TensorView& logp);    \
+  void cross_entropy_backward(const TensorView& logp, const TensorView& target,                  \
+                              int64_t ignore_index, double label_smoothing,                      \
+                              const TensorView& dloss, const TensorView& dlogits);               \
+  void uniform(const TensorView& out, uint64_t seed, uint64_t offset);                           \
+  void normal(const TensorView& out, uint64_t seed, uint64_t offset);
+
+GRAFT_CPU_KERNEL_DECLS
+namespace ref {
+GRAFT_CPU_KERNEL_DECLS
+}
+
+}  // namespace graft::cpu

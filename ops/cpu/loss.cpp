@@ -1,0 +1,1 @@
+#include "ops/cpu/cpu_kernels.h"

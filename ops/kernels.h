@@ -1,0 +1,111 @@
+// The kernel interface every device back-end implements. A Backend is a table of function
+// pointers; a null entry means "this device has no kernel for it" (the caller raises a clear
+// graft::Error). Kernels never allocate outputs: the caller passes every output view, already
+// sized; outputs start uninitialised and kernels write (never accumulate) them unless the name
+// says `_add`. Shapes use B batch, T/S lengths, C channels, V vocab.
+#pragma once
+#include <cstdint>
+
+#include "ops/device.h"
+#include "ops/view.h"
+
+namespace graft {
+
+// X-macro lists: name, functor (ops/functors.h).
+#define GRAFT_UNARY_OPS(X) \
+  X(neg, Neg) X(exp, Exp) X(log, Log) X(sqrt, Sqrt) X(rsqrt, Rsqrt) X(abs, Abs) X(tanh, Tanh) \
+  X(sigmoid, Sigmoid) X(relu, Relu) X(gelu, Gelu) X(gelu_tanh, GeluTanh) X(sin, Sin)        \
+  X(cos, Cos) X(pow_scalar, PowScalar) X(add_scalar, AddScalar) X(mul_scalar, MulScalar)
+#define GRAFT_BINARY_OPS(X) \
+  X(add, Add) X(sub, Sub) X(mul, Mul) X(div, Div) X(pow, Pow) X(maximum, Maximum) X(minimum, Minimum)
+#define GRAFT_COMPARE_OPS(X) X(eq, ==) X(ne, !=) X(lt, <) X(le, <=) X(gt, >) X(ge, >=)
+
+#define GRAFT_ENUM_ENTRY(name, ...) name,
+enum class UnaryOp : uint8_t { GRAFT_UNARY_OPS(GRAFT_ENUM_ENTRY) };
+enum class BinaryOp : uint8_t { GRAFT_BINARY_OPS(GRAFT_ENUM_ENTRY) };
+enum class CompareOp : uint8_t { GRAFT_COMPARE_OPS(GRAFT_ENUM_ENTRY) };
+#undef GRAFT_ENUM_ENTRY
+enum class ReduceOp : uint8_t { sum, max, min };
+
+const char* unary_name(UnaryOp op);
+const char* binary_name(BinaryOp op);
+const char* compare_name(CompareOp op);
+
+struct Backend {
+  const char* name;
+  // ---- memory
+  // dst[i] = value (cast to dst.dtype); dst may be strided.
+  void (*fill)(const TensorView& dst, double value);
+  // dst[i] = cast(src[i]); src is already broadcast to dst.shape; both may be strided.
+  void (*copy)(const TensorView& dst, const TensorView& src);
+  // ---- elementwise (float dtypes); `out`/`dx` are contiguous, inputs any strides.
+  void (*unary)(UnaryOp op, double alpha, const TensorView& x, const TensorView& out);
+  // dx = df(x, y, dy) elementwise (same shapes)
+  void (*unary_backward)(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,
+                         const TensorView& dy, const TensorView& dx);
+  // a and b are already broadcast to out.shape (stride 0 on broadcast dims).
+  void (*binary)(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out);
+  // out (bool) = a <op> b, a/b broadcast to out.shape, any dtype (same for a and b).
+  void (*compare)(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out);
+  // out = cond ? a : b; all broadcast to out.shape; cond is bool.
+  void (*where)(const TensorView& cond, const TensorView& a, const TensorView& b,
+                const TensorView& out);
+  // ---- reductions: out has x's rank with reduced dims of size 1 (keepdim form, contiguous).
+  void (*reduce)(ReduceOp op, const TensorView& x, const TensorView& out);
+  // ---- linear algebra
+  // out[..., M, N] = a[..., M, K] @ b[..., K, N]; a, b broadcast to out's batch dims; any strides.
+  void (*matmul)(const TensorView& a, const TensorView& b, const TensorView& out);
+  // out[N, O] = x[N, I] @ w[O, I]^T + bias[O] (bias may have data == nullptr for none).
+  void (*linear)(const TensorView& x, const TensorView& w, const TensorView& bias,
+                 const TensorView& out);
+  // ---- normalisation (x contiguous, `dim` is the last dim)
+  // y = softmax(x) or log_softmax(x) over the last dim.
+  void (*softmax)(const TensorView& x, const TensorView& y, bool log);
+  // dx = y * (dy - sum(dy * y)) for softmax; dx = dy - exp(y) * sum(dy) for log_softmax.
+  void (*softmax_backward)(const TensorView& y, const TensorView& dy, const TensorView& dx,
+                           bool log);
+  // Layer norm over the last dim of x [N, C]: y = (x - mean) * rstd * gamma + beta.
+  // mean and rstd [N] are outputs saved for backward; gamma/beta [C] may be null (data).
+  void (*layer_norm)(const TensorView& x, const TensorView& gamma, const TensorView& beta,
+                     double eps, const TensorView& y, const TensorView& mean,
+                     const TensorView& rstd);
+  // dx, dgamma, dbeta (dgamma/dbeta may be null) for layer_norm.
+  void (*layer_norm_backward)(const TensorView& x, const TensorView& gamma, const TensorView& mean,
+                              const TensorView& rstd, const TensorView& dy, const TensorView& dx,
+                              const TensorView& dgamma, const TensorView& dbeta);
+  // ---- indexing (index is int64; bounds checked by the caller)
+  // out = src.index_select(dim, index): out.shape = src.shape with dim -> index.numel()
+  void (*index_select)(const TensorView& src, int dim, const TensorView& index,
+                       const TensorView& out);
+  // dst.index_add_(dim, index, src): dst[.., index[i], ..] += src[.., i, ..]
+  void (*index_add)(const TensorView& dst, int dim, const TensorView& index, const TensorView& src);
+  // out[i][j] = src[i][index[i][j]] along dim (torch.gather); index.shape == out.shape
+  void (*gather)(const TensorView& src, int dim, const TensorView& index, const TensorView& out);
+  // dst[i][index[i][j]] += src[i][j] along dim (torch.scatter_add_)
+  void (*scatter_add)(const TensorView& dst, int dim, const TensorView& index,
+                      const TensorView& src);
+  // ---- losses
+  // Cross-entropy over logits [N, V] with targets [N] (int64). Writes per-row loss [N]
+  // (0 where target == ignore_index) and the log-softmax [N, V] saved for backward.
+  // loss_n = -(1 - ls) * logp[n, t] - ls/V * sum_v logp[n, v]
+  void (*cross_entropy)(const TensorView& logits, const TensorView& target, int64_t ignore_index,
+                        double label_smoothing, const TensorView& loss, const TensorView& logp);
+  // dlogits[n] = dloss[n] * (softmax(n) - (1 - ls) onehot(t) - ls/V), 0 for ignored rows.
+  void (*cross_entropy_backward)(const TensorView& logp, const TensorView& target,
+                                 int64_t ignore_index, double label_smoothing,
+                                 const TensorView& dloss, const TensorView& dlogits);
+  // ---- random (counter-based Philox: element i depends only on (seed, offset + i))
+  // out ~ U[0, 1) (float) ; normal: N(0, 1)
+  void (*uniform)(const TensorView& out, uint64_t seed, uint64_t offset);
+  void (*normal)(const TensorView& out, uint64_t seed, uint64_t offset);
+};
+
+// The table for `device`, or nullptr if no back-end is compiled/available for it.
+const Backend* backend_for(Device device);
+const Backend& cpu_backend();
+// The scalar reference kernels (simple loops, any strides): tests compare fast kernels to these.
+const Backend& cpu_reference_backend();
+// Registers a back-end (used by ops/opencl at start-up).
+void register_backend(Device::Kind kind, const Backend* backend);
+
+}  // namespace graft

@@ -1,0 +1,67 @@
+// Helpers for kernel tests: owning buffers wrapped as TensorViews, random fill, comparison.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/random.h"
+
+namespace graft::testing {
+
+// A contiguous CPU buffer of `shape` and `dtype`, viewable as a TensorView.
+struct Buf {
+  std::shared_ptr<std::vector<std::byte>> mem;
+  TensorView v;
+  Buf() = default;
+  Buf(const Shape& shape, DType dt) {
+    mem = std::make_shared<std::vector<std::byte>>(std::max<int64_t>(shape.numel(), 1) * dtype_size(dt));
+    v.data = mem->data();
+    v.dtype = dt;
+    v.shape = shape;
+    v.strides = contiguous_strides(shape);
+  }
+  template <class T> T* ptr() const { return v.ptr<T>(); }
+  int64_t numel() const { return v.numel(); }
+  // Fills with uniform values in [lo, hi) from a fixed seed.
+  Buf& rand(double lo, double hi, uint64_t seed = 1) {
+    for (int64_t i = 0; i < numel(); ++i) {
+      double u = lo + (hi - lo) * philox_uniform(seed, i);
+      if (v.dtype == DType::f32) ptr<float>()[i] = float(u);
+      else if (v.dtype == DType::f64) ptr<double>()[i] = u;
+      else if (v.dtype == DType::i64) ptr<int64_t>()[i] = int64_t(std::floor(u));
+      else ptr<bool>()[i] = u >= (lo + hi) / 2;
+    }
+    return *this;
+  }
+  double at(int64_t i) const {
+    switch (v.dtype) {
+      case DType::f32: return ptr<float>()[i];
+      case DType::f64: return ptr<double>()[i];
+      case DType::i64: return double(ptr<int64_t>()[i]);
+      case DType::b8: return ptr<bool>()[i] ? 1.0 : 0.0;
+    }
+    return 0;
+  }
+};
+
+// Max |a - b| / (atol + rtol |b|) over all elements must be <= 1.
+inline void check_close(const Buf& a, const Buf& b, double atol, double rtol) {
+  REQUIRE(a.numel() == b.numel());
+  double worst = 0;
+  int64_t worst_i = -1;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = a.at(i), y = b.at(i);
+    if (std::isnan(x) && std::isnan(y)) continue;
+    double r = std::abs(x - y) / (atol + rtol * std::abs(y));
+    if (!(r <= worst)) { worst = r; worst_i = i; }
+  }
+  INFO("worst element " << worst_i << ": " << (worst_i >= 0 ? a.at(worst_i) : 0) << " vs "
+                        << (worst_i >= 0 ? b.at(worst_i) : 0));
+  CHECK(worst <= 1.0);
+}
+
+}  // namespace graft::testing

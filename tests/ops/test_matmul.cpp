@@ -1,0 +1,1 @@
+#include "tests/ops/kernel_test_util.h"
