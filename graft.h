@@ -1,1 +1,19 @@
+// graft — the umbrella header: `#include "graft.h"` gives the whole public API.
+//
+//   ops/       devices, dtypes, shapes, errors, random streams (kernels live behind ops/kernels.h)
+//   autograd/  Tensor and its factories, the differentiable ops, the tape (Node, backward),
+//              grad mode, gradcheck and the op table
 #pragma once
+
+#include "ops/device.h"
+#include "ops/dtype.h"
+#include "ops/error.h"
+#include "ops/random.h"
+#include "ops/shape.h"
+
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
+#include "autograd/op_table.h"
+#include "autograd/tensor.h"

@@ -1,1 +1,236 @@
+// The backward engine: a topological walk of the tape from the roots.
+//
+//  1. Collect every node reachable from the roots and count, for each, how many edges point at
+//     it (its consumers that must deliver a gradient first).
+//  2. Seed the roots' input buffers with the output gradients.
+//  3. Repeatedly run a ready node (all consumers done; highest sequence number first, i.e.
+//     reverse creation order), add each returned gradient into the buffer of the node on the
+//     matching edge, and free saved tensors unless retain_graph.
+// AccumulateGrad nodes add into leaf.grad; in grad() mode they only capture.
+#include <queue>
+#include <unordered_map>
 
+#include "autograd/functions.h"
+#include "autograd/node.h"
+
+namespace graft {
+
+namespace {
+std::atomic<uint64_t> g_next_seq{0};
+
+// Adds g into slot (out-of-place: buffers may alias tensors seen elsewhere).
+void accumulate(Tensor& slot, const Tensor& g) {
+  if (!g.defined()) return;
+  slot = slot.defined() ? add(slot, g) : g;
+}
+
+struct Capture {
+  Node* node;
+  uint32_t nr;
+  size_t index;
+};
+
+void run_engine(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
+                bool retain_graph, bool create_graph, std::vector<Capture>* captures,
+                std::vector<Tensor>* captured) {
+  // As in PyTorch, create_graph implies retain_graph: the new graph refers to the old nodes.
+  retain_graph = retain_graph || create_graph;
+  GradModeGuard mode(create_graph);
+  std::unordered_map<Node*, int> deps;
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::vector<std::shared_ptr<Node>> keep_alive;  // nodes stay alive while the walk runs
+
+  // 1. discover nodes and count dependencies
+  std::vector<Node*> stack;
+  for (const Tensor& r : roots) {
+    Edge e = gradient_edge(r);
+    if (e.node && !deps.count(e.node.get())) {
+      deps[e.node.get()] = 0;
+      stack.push_back(e.node.get());
+      keep_alive.push_back(e.node);
+    }
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.node) continue;
+      auto [it, fresh] = deps.try_emplace(e.node.get(), 0);
+      ++it->second;
+      if (fresh) stack.push_back(e.node.get());
+    }
+  }
+  // 2. seed
+  for (size_t i = 0; i < roots.size(); ++i) {
+    Edge e = gradient_edge(roots[i]);
+    if (!e.node) continue;
+    auto& buf = buffers[e.node.get()];
+    buf.resize(e.node->num_outputs);
+    accumulate(buf[e.input_nr], root_grads[i]);
+  }
+  // 3. walk
+  auto later_first = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
+  for (auto& [n, d] : deps)
+    if (d == 0) ready.push(n);
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    std::vector<Tensor> grads = std::move(buffers[n]);
+    buffers.erase(n);
+    grads.resize(n->num_outputs);
+    if (captures) {
+      for (const Capture& c : *captures)
+        if (c.node == n) (*captured)[c.index] = grads[c.nr];
+    }
+    std::vector<Tensor> outs;
+    bool is_sink = dynamic_cast<AccumulateGrad*>(n) != nullptr;
+    if (!(is_sink && captures)) outs = n->apply(grads, create_graph);
+    if (!retain_graph) n->release_saved();
+    for (size_t i = 0; i < n->next_edges.size(); ++i) {
+      const Edge& e = n->next_edges[i];
+      if (!e.node) continue;
+      if (i < outs.size() && outs[i].defined()) {
+        auto& buf = buffers[e.node.get()];
+        buf.resize(e.node->num_outputs);
+        accumulate(buf[e.input_nr], outs[i]);
+      }
+      if (--deps[e.node.get()] == 0) ready.push(e.node.get());
+    }
+  }
+}
+
+Tensor default_root_grad(const Tensor& r, const Tensor& g, const char* what) {
+  if (g.defined()) {
+    GRAFT_CHECK(g.shape() == r.shape(), "{}: gradient has shape {} but the output has shape {}",
+                what, g.shape(), r.shape());
+    return g;
+  }
+  GRAFT_CHECK(r.numel() == 1,
+              "{}: grad can be implicitly created only for one-element outputs, got shape {}; "
+              "hint: pass an explicit gradient of the output's shape",
+              what, r.shape());
+  return ones_like(r);
+}
+}  // namespace
+
+Node::Node(const char* name) : name_(name), seq_(g_next_seq.fetch_add(1, std::memory_order_relaxed)) {}
+
+void throw_released(const char* op) {
+  throw Error(fmt::format(
+      "{}: trying to backward through the graph a second time (its saved tensors were freed); "
+      "hint: pass retain_graph=true to the first backward()",
+      op));
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads, bool create_graph) {
+  auto leaf = leaf_.lock();
+  if (!leaf || !grads[0].defined()) return {};
+  Tensor g = grads[0];
+  Tensor cur(leaf->grad);
+  if (create_graph) {
+    leaf->grad = (cur.defined() ? add(cur, g) : g).impl_ptr();
+  } else if (!cur.defined()) {
+    leaf->grad = g.detach().clone().impl_ptr();  // own copy: g may alias other tensors
+  } else {
+    NoGradGuard ng;
+    if (cur.requires_grad()) cur = cur.detach().clone();
+    cur.add_(g);
+    leaf->grad = cur.impl_ptr();
+  }
+  return {};
+}
+
+Edge gradient_edge(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (impl->grad_fn) return {impl->grad_fn, impl->output_nr};
+  if (!impl->requires_grad) return {};
+  auto acc = impl->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    impl->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void set_history(const Tensor& out, const std::shared_ptr<Node>& node, uint32_t nr) {
+  out.impl()->grad_fn = node;
+  out.impl()->output_nr = nr;
+  out.impl()->requires_grad = true;
+}
+
+SavedTensor SavedTensor::input(const Tensor& t) {
+  SavedTensor s;
+  s.data_ = t.impl_ptr();
+  s.version_ = t.storage()->version();
+  return s;
+}
+
+SavedTensor SavedTensor::output(const Tensor& t, const std::shared_ptr<Node>& producer) {
+  SavedTensor s;
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->grad_fn = nullptr;
+  impl->grad = nullptr;
+  impl->grad_accumulator.reset();
+  impl->requires_grad = false;
+  s.data_ = std::move(impl);
+  s.producer_ = producer;
+  s.output_nr_ = t.impl()->output_nr;
+  s.version_ = t.storage()->version();
+  s.is_output_ = true;
+  return s;
+}
+
+Tensor SavedTensor::unpack(const char* op, bool with_graph) const {
+  GRAFT_ASSERT(data_ != nullptr);
+  GRAFT_CHECK(data_->storage->version() == version_,
+              "{}: a tensor saved for backward was modified by an in-place operation (version {} "
+              "now, {} when saved); hint: use an out-of-place op or .clone() before modifying",
+              op, data_->storage->version(), version_);
+  if (!is_output_ || !with_graph) return Tensor(data_);
+  auto impl = std::make_shared<TensorImpl>(*data_);
+  impl->grad_fn = producer_.lock();
+  impl->output_nr = output_nr_;
+  impl->requires_grad = impl->grad_fn != nullptr;
+  return Tensor(impl);
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph, bool create_graph) const {
+  check_defined(*this, "backward");
+  GRAFT_CHECK(requires_grad(),
+              "backward: this tensor does not require grad and has no grad_fn; hint: create "
+              "inputs with requires_grad(true) and do not compute under NoGradGuard");
+  Tensor g = default_root_grad(*this, grad, "backward");
+  run_engine({*this}, {g}, retain_graph, create_graph, nullptr, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph,
+                         bool create_graph, bool allow_unused) {
+  GRAFT_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
+              "grad: {} outputs but {} grad_outputs", outputs.size(), grad_outputs.size());
+  std::vector<Tensor> roots, root_grads;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    check_defined(outputs[i], "grad");
+    GRAFT_CHECK(outputs[i].requires_grad(), "grad: output {} does not require grad", i);
+    roots.push_back(outputs[i]);
+    root_grads.push_back(default_root_grad(outputs[i], grad_outputs.empty() ? Tensor() : grad_outputs[i], "grad"));
+  }
+  std::vector<Capture> caps;
+  std::vector<std::shared_ptr<Node>> keep;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_defined(inputs[i], "grad");
+    GRAFT_CHECK(inputs[i].requires_grad(), "grad: input {} does not require grad", i);
+    Edge e = gradient_edge(inputs[i]);
+    keep.push_back(e.node);
+    caps.push_back({e.node.get(), e.input_nr, i});
+  }
+  std::vector<Tensor> result(inputs.size());
+  run_engine(roots, root_grads, retain_graph, create_graph, &caps, &result);
+  for (size_t i = 0; i < result.size(); ++i)
+    GRAFT_CHECK(result[i].defined() || allow_unused,
+                "grad: input {} was not used to compute the outputs; hint: allow_unused=true", i);
+  return result;
+}
+
+}  // namespace graft

@@ -1,1 +1,327 @@
+// Elementwise ops: unary math, binary math with broadcasting, comparisons, where/masked_fill.
+// The math itself is written once in ops/functors.h; here are the autograd rules and tests.
+#include <cmath>
 
+#include "autograd/case_util.h"
+#include "autograd/dispatch.h"
+#include "autograd/functions.h"
+#include "autograd/node.h"
+
+namespace graft {
+
+namespace {
+
+TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
+Tensor as_float_mask(const Tensor& m, const Tensor& like_t) { return m.to(like_t.dtype()); }
+
+// Composite derivative of y = op(x) (differentiable, for double backward).
+Tensor unary_grad_composite(UnaryOp op, double a, const Tensor& x, const Tensor& y, const Tensor& dy) {
+  switch (op) {
+    case UnaryOp::neg: return neg(dy);                                  // dx = -dy
+    case UnaryOp::exp: return dy * y;                                   // dx = dy * y
+    case UnaryOp::log: return dy / x;                                   // dx = dy / x
+    case UnaryOp::sqrt: return dy / (y * 2.0);                          // dx = dy / (2y)
+    case UnaryOp::rsqrt: return dy * pow(y, 3.0) * -0.5;                // dx = -dy y^3 / 2
+    case UnaryOp::abs:                                                  // dx = dy * sign(x)
+      return dy * (as_float_mask(gt(x, zeros_like(x)), x) - as_float_mask(lt(x, zeros_like(x)), x));
+    case UnaryOp::tanh: return dy * (1.0 - y * y);                      // dx = dy (1 - y^2)
+    case UnaryOp::sigmoid: return dy * y * (1.0 - y);                   // dx = dy y (1 - y)
+    case UnaryOp::relu: return dy * as_float_mask(gt(x, zeros_like(x)), x);  // dx = dy [x > 0]
+    case UnaryOp::gelu: {  // dx = dy (Phi(x) + x phi(x))
+      Tensor cdf = (erf(x * 0.70710678118654752440) + 1.0) * 0.5;
+      Tensor pdf = exp(x * x * -0.5) * 0.39894228040143267794;
+      return dy * (cdf + x * pdf);
+    }
+    case UnaryOp::gelu_tanh: {  // dx = dy (1/2 (1 + t) + x/2 (1 - t^2) u'), t = tanh(u)
+      const double k = 0.79788456080286535588, c = 0.044715;
+      Tensor t = tanh((x + pow(x, 3.0) * c) * k);
+      Tensor du = (x * x * (3 * c) + 1.0) * k;
+      return dy * ((t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * du);
+    }
+    case UnaryOp::erf: return dy * exp(-(x * x)) * 1.12837916709551257390;  // dx = dy 2/sqrt(pi) e^{-x^2}
+    case UnaryOp::sin: return dy * cos(x);                              // dx = dy cos x
+    case UnaryOp::cos: return -(dy * sin(x));                           // dx = -dy sin x
+    case UnaryOp::pow_scalar:                                           // dx = dy a x^(a-1)
+      return a == 1.0 ? dy : dy * pow(x, a - 1.0) * a;
+    case UnaryOp::add_scalar: return dy;                                // dx = dy
+    case UnaryOp::mul_scalar: return dy * a;                            // dx = dy a
+  }
+  GRAFT_ASSERT(false);
+}
+
+Tensor unary_op(UnaryOp op, double alpha, const Tensor& x) {
+  const char* name = unary_name(op);
+  check_defined(x, name);
+  detail::check_float(x, name);
+  const Backend& b = detail::backend(name, {&x});
+  Tensor y = Tensor::empty(x.shape(), like(x));
+  detail::need(b.unary, name, x)(op, alpha, x.kview(), y.kview());
+  if (auto n = record(name, {x}, [op, alpha](BackwardCtx& c) -> std::vector<Tensor> {
+        Tensor x = c.saved_tensor(0), y = c.saved_tensor(1);
+        const Tensor& dy = c.grad();
+        if (c.create_graph) return {unary_grad_composite(op, alpha, x, y, dy)};
+        // fused: dx = df(x, y, dy) in one kernel (ops/functors.h has each rule)
+        Tensor dx = Tensor::empty(x.shape(), like(x));
+        const Backend& be = detail::backend(unary_name(op), {&x, &dy});
+        detail::need(be.unary_backward, unary_name(op), x)(op, alpha, x.kview(), y.kview(),
+                                                          dy.kview(), dx.kview());
+        return {dx};
+      })) {
+    n->saved = {SavedTensor::input(x), SavedTensor::output(y, n)};
+    set_history(y, n);
+  }
+  return y;
+}
+
+Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* name = binary_name(op);
+  check_defined(a, name);
+  check_defined(b, name);
+  detail::check_float(a, name);
+  detail::check_same_dtype(a, b, name);
+  const Backend& be = detail::backend(name, {&a, &b});
+  Shape s = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor y = Tensor::empty(s, like(a));
+  detail::need(be.binary, name, a)(op, a.kview().broadcast_to(s), b.kview().broadcast_to(s), y.kview());
+  if (auto n = record(name, {a, b}, [op](BackwardCtx& c) -> std::vector<Tensor> {
+        Tensor a = c.saved_tensor(0), b = c.saved_tensor(1), y = c.saved_tensor(2);
+        const Tensor& dy = c.grad();
+        Tensor da, db;
+        switch (op) {
+          case BinaryOp::add:  // da = dy, db = dy
+            da = dy, db = dy;
+            break;
+          case BinaryOp::sub:  // da = dy, db = -dy
+            da = dy;
+            if (c.needs(1)) db = neg(dy);
+            break;
+          case BinaryOp::mul:  // da = dy b, db = dy a
+            if (c.needs(0)) da = dy * b;
+            if (c.needs(1)) db = dy * a;
+            break;
+          case BinaryOp::div:  // da = dy / b, db = -dy a / b^2
+            if (c.needs(0)) da = dy / b;
+            if (c.needs(1)) db = -(dy * a / (b * b));
+            break;
+          case BinaryOp::pow:  // da = dy b a^(b-1), db = dy y log a
+            if (c.needs(0)) da = dy * b * pow(a, b - 1.0);
+            if (c.needs(1)) db = dy * y * log(a);
+            break;
+          case BinaryOp::maximum:  // da = dy [a >= b], db = dy [a < b]
+            if (c.needs(0)) da = dy * ge(a, b).to(dy.dtype());
+            if (c.needs(1)) db = dy * lt(a, b).to(dy.dtype());
+            break;
+          case BinaryOp::minimum:  // da = dy [a <= b], db = dy [a > b]
+            if (c.needs(0)) da = dy * le(a, b).to(dy.dtype());
+            if (c.needs(1)) db = dy * gt(a, b).to(dy.dtype());
+            break;
+        }
+        return {c.needs(0) ? sum_to(da, a.shape()) : Tensor(),
+                c.needs(1) ? sum_to(db, b.shape()) : Tensor()};
+      })) {
+    bool keep_inputs = op != BinaryOp::add && op != BinaryOp::sub;
+    // add/sub need only shapes; keep light placeholders (shape-only views) for them
+    n->saved = {SavedTensor::input(keep_inputs ? a : a.detach()),
+                SavedTensor::input(keep_inputs ? b : b.detach()),
+                op == BinaryOp::pow ? SavedTensor::output(y, n) : SavedTensor::input(a.detach())};
+    set_history(y, n);
+  }
+  return y;
+}
+
+Tensor compare_op(CompareOp op, const Tensor& a, const Tensor& b) {
+  const char* name = compare_name(op);
+  check_defined(a, name);
+  check_defined(b, name);
+  detail::check_same_dtype(a, b, name);
+  const Backend& be = detail::backend(name, {&a, &b});
+  Shape s = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor y = Tensor::empty(s, TensorOptions(DType::b8).device(a.device()));
+  detail::need(be.compare, name, a)(op, a.kview().broadcast_to(s), b.kview().broadcast_to(s), y.kview());
+  return y;
+}
+
+}  // namespace
+
+#define GRAFT_UNARY_FN(fname, op) \
+  Tensor fname(const Tensor& x) { return unary_op(UnaryOp::op, 0.0, x); }
+GRAFT_UNARY_FN(neg, neg)
+GRAFT_UNARY_FN(exp, exp)
+GRAFT_UNARY_FN(log, log)
+GRAFT_UNARY_FN(sqrt, sqrt)
+GRAFT_UNARY_FN(rsqrt, rsqrt)
+GRAFT_UNARY_FN(abs, abs)
+GRAFT_UNARY_FN(tanh, tanh)
+GRAFT_UNARY_FN(sigmoid, sigmoid)
+GRAFT_UNARY_FN(relu, relu)
+GRAFT_UNARY_FN(erf, erf)
+GRAFT_UNARY_FN(sin, sin)
+GRAFT_UNARY_FN(cos, cos)
+#undef GRAFT_UNARY_FN
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  GRAFT_CHECK(approximate == "none" || approximate == "tanh",
+              "gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate);
+  return unary_op(approximate == "none" ? UnaryOp::gelu : UnaryOp::gelu_tanh, 0.0, x);
+}
+Tensor pow(const Tensor& x, double e) { return unary_op(UnaryOp::pow_scalar, e, x); }
+Tensor square(const Tensor& x) { return unary_op(UnaryOp::pow_scalar, 2.0, x); }
+Tensor add(const Tensor& x, double s) { return unary_op(UnaryOp::add_scalar, s, x); }
+Tensor mul(const Tensor& x, double s) { return unary_op(UnaryOp::mul_scalar, s, x); }
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::div, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::pow, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::minimum, a, b); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::ge, a, b); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_defined(cond, "where");
+  check_defined(a, "where");
+  check_defined(b, "where");
+  GRAFT_CHECK(cond.dtype() == DType::b8, "where: condition must be bool, got {}; hint: use a "
+              "comparison such as gt(x, y)", cond.dtype());
+  detail::check_same_dtype(a, b, "where");
+  const Backend& be = detail::backend("where", {&cond, &a, &b});
+  Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor y = Tensor::empty(s, like(a));
+  detail::need(be.where, "where", a)(cond.kview().broadcast_to(s), a.kview().broadcast_to(s),
+                                     b.kview().broadcast_to(s), y.kview());
+  if (auto n = record("where", {Tensor(), a, b}, [](BackwardCtx& c) -> std::vector<Tensor> {
+        Tensor cond = c.saved_tensor(0), a = c.saved_tensor(1), b = c.saved_tensor(2);
+        const Tensor& dy = c.grad();
+        Tensor zero = zeros(Shape{}, like(dy));
+        // da = dy [cond], db = dy [!cond]
+        return {Tensor(), c.needs(1) ? sum_to(where(cond, dy, zero), a.shape()) : Tensor(),
+                c.needs(2) ? sum_to(where(cond, zero, dy), b.shape()) : Tensor()};
+      })) {
+    n->saved = {SavedTensor::input(cond), SavedTensor::input(a.detach()), SavedTensor::input(b.detach())};
+    set_history(y, n);
+  }
+  return y;
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_defined(x, "masked_fill");
+  return where(mask, full(Shape{}, value, like(x)), x);
+}
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+Tensor operator-(const Tensor& a, double s) { return add(a, -s); }
+Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
+Tensor operator+(double s, const Tensor& a) { return add(a, s); }
+Tensor operator-(double s, const Tensor& a) { return add(neg(a), s); }
+Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+Tensor operator/(double s, const Tensor& a) { return mul(pow(a, -1.0), s); }
+
+// ------------------------------------------------------------------ op table entries
+using namespace cases;
+
+void register_elementwise_ops(std::vector<OpInfo>& t) {
+  auto has_unary = [](const Backend& b) { return b.unary && b.unary_backward; };
+  auto has_binary = [](const Backend& b) { return b.binary && b.compare && b.where; };
+  // Unary ops: each on a [3,4] input and on a transposed (non-contiguous) one, inside its
+  // domain; ops with a kink at 0 (abs, relu) get inputs away from it.
+  struct U { const char* name; std::function<Tensor(const Tensor&)> fn; double lo, hi; bool kink; };
+  const std::vector<U> unaries = {
+      {"neg", [](const Tensor& x) { return neg(x); }, -2, 2, false},
+      {"exp", [](const Tensor& x) { return exp(x); }, -2, 2, false},
+      {"log", [](const Tensor& x) { return log(x); }, 0.2, 3, false},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }, 0.2, 3, false},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, 0.2, 3, false},
+      {"abs", [](const Tensor& x) { return abs(x); }, 0, 0, true},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, -2, 2, false},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, -3, 3, false},
+      {"relu", [](const Tensor& x) { return relu(x); }, 0, 0, true},
+      {"gelu", [](const Tensor& x) { return gelu(x); }, -3, 3, false},
+      {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); }, -3, 3, false},
+      {"erf", [](const Tensor& x) { return erf(x); }, -2, 2, false},
+      {"sin", [](const Tensor& x) { return sin(x); }, -3, 3, false},
+      {"cos", [](const Tensor& x) { return cos(x); }, -3, 3, false},
+      {"pow_scalar", [](const Tensor& x) { return pow(x, 2.5); }, 0.3, 2, false},
+      {"add_scalar", [](const Tensor& x) { return x + 0.75; }, -2, 2, false},
+      {"mul_scalar", [](const Tensor& x) { return x * -1.5; }, -2, 2, false},
+  };
+  for (const U& u : unaries) {
+    t.push_back({u.name, true, has_unary, [u](Generator& g) {
+                   Tensor x = u.kink ? away0(g, {3, 4}) : cases::u(g, {3, 4}, u.lo, u.hi);
+                   Tensor xt = u.kink ? away0(g, {4, 3}) : cases::u(g, {4, 3}, u.lo, u.hi);
+                   auto f = u.fn;
+                   return std::vector<OpCase>{
+                       mk("[3,4]", {x}, [f](const std::vector<Tensor>& in) { return f(in[0]); }),
+                       mk("transposed [3,4]", {xt},
+                          [f](const std::vector<Tensor>& in) { return f(in[0].t()); })};
+                 }});
+  }
+  // Binary ops: same shapes, broadcast [3,1] x [4], and a transposed operand.
+  struct B { const char* name; std::function<Tensor(const Tensor&, const Tensor&)> fn; double lo, hi; bool kink; };
+  const std::vector<B> binaries = {
+      {"add", [](const Tensor& a, const Tensor& b) { return a + b; }, -2, 2, false},
+      {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }, -2, 2, false},
+      {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }, -2, 2, false},
+      {"div", [](const Tensor& a, const Tensor& b) { return a / b; }, 0.5, 2, false},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }, 0.5, 2, false},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, 0, 0, true},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, 0, 0, true},
+  };
+  for (const B& bo : binaries) {
+    t.push_back({bo.name, true, has_binary, [bo](Generator& g) {
+                   auto f = bo.fn;
+                   Fn fn = [f](const std::vector<Tensor>& in) { return f(in[0], in[1]); };
+                   Fn fnt = [f](const std::vector<Tensor>& in) { return f(in[0].t(), in[1]); };
+                   auto draw = [&](const Shape& s) {
+                     // for max/min keep a and b apart: a away from 0, b = 0 plus small noise
+                     return bo.kink ? away0(g, s) : cases::u(g, s, bo.lo, bo.hi);
+                   };
+                   auto near0 = [&](const Shape& s) {
+                     return bo.kink ? cases::u(g, s, -0.1, 0.1) : draw(s);
+                   };
+                   return std::vector<OpCase>{
+                       mk("[3,4] (.) [3,4]", {draw({3, 4}), near0({3, 4})}, fn),
+                       mk("broadcast [3,1] (.) [4]", {draw({3, 1}), near0({4})}, fn),
+                       mk("transposed [4,3]^T (.) [3,4]", {draw({4, 3}), near0({3, 4})}, fnt)};
+                 }});
+  }
+  // Comparisons: forward only (boolean output, not differentiable).
+  const std::vector<std::pair<const char*, Tensor (*)(const Tensor&, const Tensor&)>> cmps = {
+      {"eq", eq}, {"ne", ne}, {"lt", lt}, {"le", le}, {"gt", gt}, {"ge", ge}};
+  for (auto [name, f] : cmps) {
+    t.push_back({name, false, has_binary, [f](Generator& g) {
+                   // rounded values so that equality actually occurs
+                   Tensor a = cases::u(g, {3, 4}, -2, 2, false).to(DType::i64).to(DType::f64);
+                   Tensor b = cases::u(g, {4}, -2, 2, false).to(DType::i64).to(DType::f64);
+                   return std::vector<OpCase>{mk("broadcast [3,4] vs [4]", {a, b},
+                                                 [f](const std::vector<Tensor>& in) {
+                                                   return f(in[0], in[1]).to(DType::f64);
+                                                 })};
+                 }});
+  }
+  t.push_back({"where", true, has_binary, [](Generator& g) {
+                 Tensor c = gt(cases::u(g, {3, 4}, -1, 1, false), zeros({}, DType::f64));
+                 return std::vector<OpCase>{
+                     mk("cond [3,4], a [3,4], b [4]", {c, cases::u(g, {3, 4}), cases::u(g, {4})},
+                        [](const std::vector<Tensor>& in) { return where(in[0], in[1], in[2]); })};
+               }});
+  t.push_back({"masked_fill", true, has_binary, [](Generator& g) {
+                 Tensor m = gt(cases::u(g, {1, 4}, -1, 1, false), zeros({}, DType::f64));
+                 return std::vector<OpCase>{
+                     mk("x [3,4], mask [1,4]", {cases::u(g, {3, 4}), m},
+                        [](const std::vector<Tensor>& in) { return masked_fill(in[0], in[1], -3.0); })};
+               }});
+}
+
+}  // namespace graft

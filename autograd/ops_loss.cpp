@@ -1,1 +1,154 @@
+// Losses: cross-entropy with ignore_index and label smoothing.
+//
+// The recorded op works on rows: logits [N, V], target [N] -> per-row loss [N]. Leading dims
+// are flattened first and the reduction (none / sum / mean over non-ignored rows) is composed
+// from differentiable ops, so the row op is the only new backward rule.
+//
+//   loss[n]  = -(1 - ls) logp[n, t] - ls/V sum_v logp[n, v]      (0 where t == ignore_index)
+//   dlogits  = dloss[n] (softmax(logits[n]) - (1 - ls) onehot(t) - ls/V)   (0 where ignored)
+#include <cmath>
+#include <limits>
 
+#include "ops/random.h"  // before tensor.h, which uses Generator
+#include "autograd/case_util.h"
+#include "autograd/dispatch.h"
+#include "autograd/functions.h"
+#include "autograd/node.h"
+
+namespace graft {
+
+namespace {
+
+TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
+
+// The constant target distribution [N, V]: (1 - ls) onehot(t) + ls/V, zero rows where
+// t == ignore_index; and the row mask [N] (1 for rows that count, 0 for ignored ones).
+std::pair<Tensor, Tensor> target_distribution(const Tensor& target, int64_t V, int64_t ignore_index,
+                                              double ls, const TensorOptions& opt) {
+  NoGradGuard ng;
+  TensorOptions i64 = TensorOptions(DType::i64).device(target.device());
+  Tensor classes = arange(V, i64).unsqueeze(0);                              // [1, V]
+  Tensor onehot = eq(target.unsqueeze(1), classes).to(opt.dtype_);           // [N, V]
+  Tensor valid = ne(target, full(Shape{}, double(ignore_index), i64)).to(opt.dtype_);  // [N]
+  Tensor dist = (onehot * (1.0 - ls) + ls / double(V)) * valid.unsqueeze(1);
+  return {dist, valid};
+}
+
+// Per-row cross-entropy: logits [N, V] (float), target [N] (int64, already validated).
+Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                          double ls) {
+  const int64_t N = logits.shape()[0], V = logits.shape()[1];
+  const Backend& be = detail::backend("cross_entropy", {&logits, &target});
+  Tensor loss = Tensor::empty(Shape{N}, like(logits));
+  Tensor logp = Tensor::empty(Shape{N, V}, like(logits));
+  detail::need(be.cross_entropy, "cross_entropy", logits)(logits.kview(), target.kview(),
+                                                          ignore_index, ls, loss.kview(),
+                                                          logp.kview());
+  if (auto n = record("cross_entropy", {logits}, [ignore_index, ls, V](BackwardCtx& c) -> std::vector<Tensor> {
+        const Tensor& dloss = c.grad();
+        if (!dloss.defined() || !c.needs(0)) return {Tensor()};
+        Tensor logits = c.saved_tensor(0), target = c.saved_tensor(1), logp = c.saved_tensor(2);
+        if (c.create_graph) {
+          // dlogits = (softmax(logits) - target_dist) * (dloss * valid)[:, None]
+          auto [dist, valid] = target_distribution(target, V, ignore_index, ls, like(logits));
+          return {(softmax(logits, -1) - dist) * (dloss * valid).unsqueeze(-1)};
+        }
+        // fused: dlogits = dloss (exp(logp) - (1 - ls) onehot - ls/V), 0 for ignored rows
+        Tensor dx = Tensor::empty(logp.shape(), like(logp));
+        const Backend& b = detail::backend("cross_entropy", {&logp, &dloss});
+        Tensor g = dloss.dtype() == logp.dtype() ? dloss : dloss.to(logp.dtype());
+        detail::need(b.cross_entropy_backward, "cross_entropy", logp)(
+            logp.kview(), target.kview(), ignore_index, ls, g.kview(), dx.kview());
+        return {dx};
+      })) {
+    n->saved = {SavedTensor::input(logits), SavedTensor::input(target), SavedTensor::input(logp)};
+    set_history(loss, n);
+  }
+  return loss;
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions opt) {
+  check_defined(logits, "cross_entropy");
+  check_defined(target, "cross_entropy");
+  detail::check_float(logits, "cross_entropy");
+  GRAFT_CHECK(logits.dim() >= 1, "cross_entropy: logits must have a class dim ([N, V] or "
+              "[N..., V]), got a scalar");
+  GRAFT_CHECK(target.dtype() == DType::i64,
+              "cross_entropy: target must be int64 class indices, got {}; hint: convert with "
+              ".to(DType::i64)",
+              target.dtype());
+  Shape lead = logits.shape();
+  lead.erase(lead.size() - 1);
+  GRAFT_CHECK(target.shape() == lead,
+              "cross_entropy: target has shape {} but logits have shape {} (expected target "
+              "shape {}: logits without the class dim)",
+              target.shape(), logits.shape(), lead);
+  const double ls = opt.label_smoothing;
+  GRAFT_CHECK(ls >= 0.0 && ls < 1.0, "cross_entropy: label_smoothing must be in [0, 1), got {}",
+              ls);
+  const int64_t V = logits.shape().back(), N = lead.numel();
+  GRAFT_CHECK(V > 0, "cross_entropy: logits have no classes (shape {})", logits.shape());
+
+  // Validate targets (and count the rows that take part in the mean).
+  Tensor t1 = target.reshape({N});
+  std::vector<int64_t> tv = t1.to_vector<int64_t>();
+  int64_t counted = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t c = tv[size_t(n)];
+    if (c == opt.ignore_index) continue;
+    GRAFT_CHECK(c >= 0 && c < V,
+                "cross_entropy: target {} out of range for {} classes (row {}; valid 0..{}, or "
+                "ignore_index {})",
+                c, V, n, V - 1, opt.ignore_index);
+    ++counted;
+  }
+
+  Tensor x2 = logits.dim() == 2 ? logits : logits.reshape({N, V});
+  Tensor rows = cross_entropy_rows(x2, t1, opt.ignore_index, ls);
+  switch (opt.reduction) {
+    case Reduction::none: return lead.size() == 1 ? rows : rows.reshape(lead);
+    case Reduction::sum: return sum(rows);
+    case Reduction::mean:
+      // mean over the rows that are not ignored (NaN when every row is ignored, like torch)
+      return counted == 0 ? sum(rows) * std::numeric_limits<double>::quiet_NaN()
+                          : sum(rows) / double(counted);
+  }
+  GRAFT_ASSERT(false);
+}
+
+// ------------------------------------------------------------------ op table entries
+using namespace cases;
+
+void register_loss_ops(std::vector<OpInfo>& t) {
+  auto has = [](const Backend& b) {
+    return b.cross_entropy && b.cross_entropy_backward && b.softmax && b.reduce;
+  };
+  t.push_back({"cross_entropy", true, has, [](Generator& g) {
+                 auto ix = [](std::vector<int64_t> v, const Shape& s) { return from_vector(v, s); };
+                 Tensor t4 = ix({1, 0, 4, 2}, {4});
+                 Tensor t4i = ix({1, -100, 3, 0}, {4});
+                 Tensor t23 = ix({0, 4, 2, 2, 1, 3}, {2, 3});
+                 CrossEntropyOptions sum_ls;
+                 sum_ls.reduction = Reduction::sum;
+                 sum_ls.label_smoothing = 0.1;
+                 CrossEntropyOptions none_ls;
+                 none_ls.reduction = Reduction::none;
+                 none_ls.label_smoothing = 0.2;
+                 none_ls.ignore_index = 2;
+                 return std::vector<OpCase>{
+                     mk("[4,5] mean", {u(g, {4, 5}, -2, 2)},
+                        [t4](const auto& in) { return cross_entropy(in[0], t4); }),
+                     mk("[4,5] sum, label_smoothing 0.1", {u(g, {4, 5}, -2, 2)},
+                        [t4, sum_ls](const auto& in) { return cross_entropy(in[0], t4, sum_ls); }),
+                     mk("[4,5] mean, row 1 ignored (-100)", {u(g, {4, 5}, -2, 2)},
+                        [t4i](const auto& in) { return cross_entropy(in[0], t4i); }),
+                     mk("[2,3,5] mean", {u(g, {2, 3, 5}, -2, 2)},
+                        [t23](const auto& in) { return cross_entropy(in[0], t23); }),
+                     mk("transposed [5,4]^T none, ls 0.2, ignore_index 2", {u(g, {5, 4}, -2, 2)},
+                        [t4, none_ls](const auto& in) { return cross_entropy(in[0].t(), t4, none_ls); })};
+               }});
+}
+
+}  // namespace graft

@@ -111,6 +111,14 @@ struct GeluTanh {
     return dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
   }
 };
+struct Erf {
+  template <class T> static T f(T x, double) { GRAFT_FN_MATH; return erf(x); }
+  // dx = dy * 2/sqrt(pi) * exp(-x^2)
+  template <class T> static T df(T x, T, T dy, double) {
+    GRAFT_FN_MATH;
+    return dy * T(1.12837916709551257390) * exp(-x * x);
+  }
+};
 struct Sin {
   template <class T> static T f(T x, double) { GRAFT_FN_MATH; return sin(x); }
   // dx = dy * cos(x)

@@ -14,7 +14,7 @@ namespace graft {
 // X-macro lists: name, functor (ops/functors.h).
 #define GRAFT_UNARY_OPS(X) \
   X(neg, Neg) X(exp, Exp) X(log, Log) X(sqrt, Sqrt) X(rsqrt, Rsqrt) X(abs, Abs) X(tanh, Tanh) \
-  X(sigmoid, Sigmoid) X(relu, Relu) X(gelu, Gelu) X(gelu_tanh, GeluTanh) X(sin, Sin)        \
+  X(sigmoid, Sigmoid) X(relu, Relu) X(gelu, Gelu) X(gelu_tanh, GeluTanh) X(erf, Erf) X(sin, Sin) \
   X(cos, Cos) X(pow_scalar, PowScalar) X(add_scalar, AddScalar) X(mul_scalar, MulScalar)
 #define GRAFT_BINARY_OPS(X) \
   X(add, Add) X(sub, Sub) X(mul, Mul) X(div, Div) X(pow, Pow) X(maximum, Maximum) X(minimum, Minimum)
@@ -105,6 +105,10 @@ const Backend* backend_for(Device device);
 const Backend& cpu_backend();
 // The scalar reference kernels (simple loops, any strides): tests compare fast kernels to these.
 const Backend& cpu_reference_backend();
+// While enabled (per thread), backend_for(cpu) returns the reference kernels: the op-table tests
+// run every op through both and compare.
+void set_use_reference_kernels(bool on);
+bool use_reference_kernels();
 // Registers a back-end (used by ops/opencl at start-up).
 void register_backend(Device::Kind kind, const Backend* backend);
 

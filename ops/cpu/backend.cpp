@@ -22,13 +22,17 @@ const Backend& cpu_reference_backend() {
 
 namespace {
 const Backend* g_opencl = nullptr;
-}
+thread_local bool t_reference = false;
+}  // namespace
+void set_use_reference_kernels(bool on) { t_reference = on; }
+bool use_reference_kernels() { return t_reference; }
 void register_backend(Device::Kind kind, const Backend* backend) {
   GRAFT_ASSERT(kind == Device::Kind::opencl);
   g_opencl = backend;
 }
 const Backend* backend_for(Device device) {
-  return device.is_cpu() ? &cpu_backend() : g_opencl;
+  if (device.is_cpu()) return t_reference ? &cpu_reference_backend() : &cpu_backend();
+  return g_opencl;
 }
 
 #define GRAFT_NAME_CASE(name, ...) \

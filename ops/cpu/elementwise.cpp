@@ -1,1 +1,512 @@
+// Elementwise CPU kernels: fill, copy, unary, unary_backward, binary, compare, where.
+//
+// graft::cpu (fast): operands are collapsed to the fewest dims that describe their layouts
+// (a contiguous tensor becomes one dim of numel), then the work runs row by row over the
+// innermost dim. Rows whose operands have unit stride (or stride 0: a broadcast scalar) run an
+// xsimd loop; other rows run a strided scalar loop. Big tensors split the flat index range into
+// one chunk per thread (OpenMP); small ones never touch OpenMP.
+//
+// graft::cpu::ref (reference): plain scalar loops, for_each_offset on the output, any strides.
+// GCC 12 flags the deliberate "undefined" registers inside its own AVX-512 intrinsics
+// (`__m512 __Y = __Y;`) as uninitialised when xsimd inlines them; that is not our code.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/functors.h"
+
+namespace graft::cpu {
+namespace {
+
+// ------------------------------------------------------------------ iteration engine
+
+// The shared shape of N operands and each one's strides, collapsed. Dims are outer-first;
+// dim rank-1 is the innermost (the "row").
+template <int N> struct Loop {
+  int rank = 1;
+  int64_t numel = 0;
+  int64_t shape[kMaxDims];
+  int64_t stride[N][kMaxDims];
+};
+
+// Builds the collapsed loop for `shape` and per-operand strides `st`: size-1 dims are dropped
+// and dim d merges into the next inner one when every operand steps through both as a single
+// dim (stride[d] == stride[d+1] * shape[d+1]). Broadcast (stride 0) dims merge with each other.
+template <int N> Loop<N> make_loop(const Shape& shape, const Strides* const (&st)[N]) {
+  Loop<N> L;
+  L.numel = shape.numel();
+  int r = 0;  // filled innermost-first, reversed below
+  for (int d = shape.size() - 1; d >= 0; --d) {
+    const int64_t n = shape[d];
+    if (n == 1) continue;
+    bool merge = r > 0;
+    for (int k = 0; k < N && merge; ++k) merge = (*st[k])[d] == L.stride[k][r - 1] * L.shape[r - 1];
+    if (merge) {
+      L.shape[r - 1] *= n;
+    } else {
+      L.shape[r] = n;
+      for (int k = 0; k < N; ++k) L.stride[k][r] = (*st[k])[d];
+      ++r;
+    }
+  }
+  if (r == 0) {  // a single element
+    L.shape[0] = 1;
+    for (int k = 0; k < N; ++k) L.stride[k][0] = 0;
+    r = 1;
+  }
+  L.rank = r;
+  std::reverse(L.shape, L.shape + r);
+  for (int k = 0; k < N; ++k) std::reverse(L.stride[k], L.stride[k] + r);
+  return L;
+}
+
+// Calls row(off, inner_stride, len) for the row segments covering flat indices [begin, end):
+// off[k] is operand k's element offset of the segment's first element.
+template <int N, class Row>
+void run_range(const Loop<N>& L, int64_t begin, int64_t end, const Row& row) {
+  const int r = L.rank;
+  int64_t inner_st[N], off[N] = {}, idx[kMaxDims];
+  for (int k = 0; k < N; ++k) inner_st[k] = L.stride[k][r - 1];
+  int64_t rem = begin;  // unravel `begin`
+  for (int d = r - 1; d >= 0; --d) {
+    idx[d] = rem % L.shape[d];
+    rem /= L.shape[d];
+    for (int k = 0; k < N; ++k) off[k] += idx[d] * L.stride[k][d];
+  }
+  const int64_t inner = L.shape[r - 1];
+  for (int64_t i = begin; i < end;) {
+    const int64_t len = std::min(inner - idx[r - 1], end - i);
+    row(off, inner_st, len);
+    i += len;
+    // back to the start of this row, then step the outer dims like an odometer
+    for (int k = 0; k < N; ++k) off[k] -= idx[r - 1] * inner_st[k];
+    idx[r - 1] = 0;
+    for (int d = r - 2; d >= 0; --d) {
+      if (++idx[d] < L.shape[d]) {
+        for (int k = 0; k < N; ++k) off[k] += L.stride[k][d];
+        break;
+      }
+      for (int k = 0; k < N; ++k) off[k] -= L.stride[k][d] * (L.shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+// Splits [0, n) into `parts` chunks (multiples of 64 elements, so threads never share the
+// cache line of an output) and returns chunk t.
+inline std::pair<int64_t, int64_t> chunk(int64_t n, int parts, int t) {
+  int64_t per = (n + parts - 1) / parts;
+  per = (per + 63) / 64 * 64;
+  const int64_t b = std::min(n, per * t);
+  return {b, std::min(n, b + per)};
+}
+
+// Runs the whole loop; one chunk per thread when the tensor is big enough to pay for OpenMP.
+template <int N, class Row> void run(const Loop<N>& L, const Row& row) {
+  if (L.numel <= 0) return;
+  if (L.numel < kParallelGrain) {
+    if (L.rank == 1) {  // the common small case: one row, no unravelling
+      int64_t off[N] = {}, st[N];
+      for (int k = 0; k < N; ++k) st[k] = L.stride[k][0];
+      row(off, st, L.numel);
+    } else {
+      run_range(L, 0, L.numel, row);
+    }
+    return;
+  }
+  const int parts = omp_get_max_threads();
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < parts; ++t) {
+    auto [b, e] = chunk(L.numel, parts, t);
+    if (b < e) run_range(L, b, e, row);
+  }
+}
+
+template <class T> using Batch = xsimd::batch<T>;
+
+// Loads W lanes at p, or broadcasts *p when the operand is a broadcast scalar (stride 0).
+template <bool Bcast, class T> inline Batch<T> load(const T* p) {
+  if constexpr (Bcast) return Batch<T>(*p);
+  else return Batch<T>::load_unaligned(p);
+}
+
+// ------------------------------------------------------------------ unary
+
+// y[0:n] = F(x[0:n]) for unit strides: SIMD body, scalar tail with the same functor.
+template <class F, class T> void unary_simd(const T* x, T* y, int64_t n, double a) {
+  constexpr int64_t W = Batch<T>::size;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) F::f(Batch<T>::load_unaligned(x + i), a).store_unaligned(y + i);
+  for (; i < n; ++i) y[i] = F::f(x[i], a);
+}
+
+template <class F, class T> void unary_run(double a, const TensorView& x, const TensorView& out) {
+  const Strides* st[2] = {&out.strides, &x.strides};
+  const auto L = make_loop<2>(out.shape, st);
+  const T* xp = x.ptr<T>();
+  T* yp = out.ptr<T>();
+  run(L, [&](const int64_t* off, const int64_t* s, int64_t n) {
+    T* y = yp + off[0];
+    const T* xr = xp + off[1];
+    if (s[0] == 1 && s[1] == 1) return unary_simd<F>(xr, y, n, a);
+    for (int64_t i = 0; i < n; ++i) y[i * s[0]] = F::f(xr[i * s[1]], a);
+  });
+}
+
+// dx = F::df(x, y, dy) for unit strides.
+template <class F, class T>
+void unary_bwd_simd(const T* x, const T* y, const T* dy, T* dx, int64_t n, double a) {
+  constexpr int64_t W = Batch<T>::size;
+  int64_t i = 0;
+  for (; i + W <= n; i += W)
+    F::df(Batch<T>::load_unaligned(x + i), Batch<T>::load_unaligned(y + i),
+          Batch<T>::load_unaligned(dy + i), a)
+        .store_unaligned(dx + i);
+  for (; i < n; ++i) dx[i] = F::df(x[i], y[i], dy[i], a);
+}
+
+template <class F, class T>
+void unary_bwd_run(double a, const TensorView& x, const TensorView& y, const TensorView& dy,
+                   const TensorView& dx) {
+  const Strides* st[4] = {&dx.strides, &x.strides, &y.strides, &dy.strides};
+  const auto L = make_loop<4>(dx.shape, st);
+  const T *xp = x.ptr<T>(), *yp = y.ptr<T>(), *gp = dy.ptr<T>();
+  T* op = dx.ptr<T>();
+  run(L, [&](const int64_t* off, const int64_t* s, int64_t n) {
+    T* o = op + off[0];
+    const T *xr = xp + off[1], *yr = yp + off[2], *gr = gp + off[3];
+    if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1)
+      return unary_bwd_simd<F>(xr, yr, gr, o, n, a);
+    for (int64_t i = 0; i < n; ++i) o[i * s[0]] = F::df(xr[i * s[1]], yr[i * s[2]], gr[i * s[3]], a);
+  });
+}
+
+// ------------------------------------------------------------------ binary
+
+// o[0:n] = F(a, b) with unit-stride output; A0/B0: that operand is a broadcast scalar.
+template <class F, bool A0, bool B0, class T>
+void binary_simd(const T* a, const T* b, T* o, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  int64_t i = 0;
+  for (; i + W <= n; i += W)
+    F::f(load<A0>(a + (A0 ? 0 : i)), load<B0>(b + (B0 ? 0 : i))).store_unaligned(o + i);
+  for (; i < n; ++i) o[i] = F::f(a[A0 ? 0 : i], b[B0 ? 0 : i]);
+}
+
+template <class F, class T>
+void binary_run(const TensorView& a, const TensorView& b, const TensorView& out) {
+  const Strides* st[3] = {&out.strides, &a.strides, &b.strides};
+  const auto L = make_loop<3>(out.shape, st);
+  const T *ap = a.ptr<T>(), *bp = b.ptr<T>();
+  T* op = out.ptr<T>();
+  run(L, [&](const int64_t* off, const int64_t* s, int64_t n) {
+    T* o = op + off[0];
+    const T *ar = ap + off[1], *br = bp + off[2];
+    if (s[0] == 1) {
+      if (s[1] == 1 && s[2] == 1) return binary_simd<F, false, false>(ar, br, o, n);
+      if (s[1] == 1 && s[2] == 0) return binary_simd<F, false, true>(ar, br, o, n);
+      if (s[1] == 0 && s[2] == 1) return binary_simd<F, true, false>(ar, br, o, n);
+      if (s[1] == 0 && s[2] == 0) return binary_simd<F, true, true>(ar, br, o, n);
+    }
+    for (int64_t i = 0; i < n; ++i) o[i * s[0]] = F::f(ar[i * s[1]], br[i * s[2]]);
+  });
+}
+
+// ------------------------------------------------------------------ compare / where / copy
+
+#define GRAFT_CMP_FUNCTOR(name, op) \
+  struct Cmp_##name {               \
+    template <class T> static bool f(T a, T b) { return a op b; } \
+  };
+GRAFT_COMPARE_OPS(GRAFT_CMP_FUNCTOR)
+#undef GRAFT_CMP_FUNCTOR
+
+template <class C, class T>
+void compare_run(const TensorView& a, const TensorView& b, const TensorView& out) {
+  const Strides* st[3] = {&out.strides, &a.strides, &b.strides};
+  const auto L = make_loop<3>(out.shape, st);
+  const T *ap = a.ptr<T>(), *bp = b.ptr<T>();
+  bool* op = out.ptr<bool>();
+  run(L, [&](const int64_t* off, const int64_t* s, int64_t n) {
+    bool* o = op + off[0];
+    const T *ar = ap + off[1], *br = bp + off[2];
+    if (s[0] == 1 && s[1] == 1 && s[2] == 1) {  // unit strides: the compiler vectorises this
+      for (int64_t i = 0; i < n; ++i) o[i] = C::f(ar[i], br[i]);
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) o[i * s[0]] = C::f(ar[i * s[1]], br[i * s[2]]);
+  });
+}
+
+template <class T>
+void where_run(const TensorView& cond, const TensorView& a, const TensorView& b,
+               const TensorView& out) {
+  const Strides* st[4] = {&out.strides, &cond.strides, &a.strides, &b.strides};
+  const auto L = make_loop<4>(out.shape, st);
+  const bool* cp = cond.ptr<bool>();
+  const T *ap = a.ptr<T>(), *bp = b.ptr<T>();
+  T* op = out.ptr<T>();
+  run(L, [&](const int64_t* off, const int64_t* s, int64_t n) {
+    T* o = op + off[0];
+    const bool* c = cp + off[1];
+    const T *ar = ap + off[2], *br = bp + off[3];
+    if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {
+      for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? ar[i] : br[i];
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) o[i * s[0]] = c[i * s[1]] ? ar[i * s[2]] : br[i * s[3]];
+  });
+}
+
+template <class D, class S> void copy_run(const TensorView& dst, const TensorView& src) {
+  const Strides* st[2] = {&dst.strides, &src.strides};
+  const auto L = make_loop<2>(dst.shape, st);
+  D* dp = dst.ptr<D>();
+  const S* sp = src.ptr<S>();
+  run(L, [&](const int64_t* off, const int64_t* s, int64_t n) {
+    D* d = dp + off[0];
+    const S* r = sp + off[1];
+    if constexpr (std::is_same_v<D, S>) {
+      if (s[0] == 1 && s[1] == 1) {
+        std::memcpy(d, r, n * sizeof(D));
+        return;
+      }
+    }
+    if (s[0] == 1 && s[1] == 1) {
+      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<D>(r[i]);
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) d[i * s[0]] = static_cast<D>(r[i * s[1]]);
+  });
+}
+
+// Switches on the op to the functor's kernel (preprocessor directives may not sit inside the
+// dispatch macro's argument, hence these helpers).
+template <class T> void unary_t(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
+  switch (op) {
+#define GRAFT_CASE(name, F) \
+  case UnaryOp::name: return unary_run<fn::F, T>(alpha, x, out);
+    GRAFT_UNARY_OPS(GRAFT_CASE)
+#undef GRAFT_CASE
+  }
+}
+template <class T>
+void unary_backward_t(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,
+                      const TensorView& dy, const TensorView& dx) {
+  switch (op) {
+#define GRAFT_CASE(name, F) \
+  case UnaryOp::name: return unary_bwd_run<fn::F, T>(alpha, x, y, dy, dx);
+    GRAFT_UNARY_OPS(GRAFT_CASE)
+#undef GRAFT_CASE
+  }
+}
+template <class T>
+void binary_t(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
+  switch (op) {
+#define GRAFT_CASE(name, F) \
+  case BinaryOp::name: return binary_run<fn::F, T>(a, b, out);
+    GRAFT_BINARY_OPS(GRAFT_CASE)
+#undef GRAFT_CASE
+  }
+}
+template <class T>
+void compare_t(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
+  switch (op) {
+#define GRAFT_CASE(name, ...) \
+  case CompareOp::name: return compare_run<Cmp_##name, T>(a, b, out);
+    GRAFT_COMPARE_OPS(GRAFT_CASE)
+#undef GRAFT_CASE
+  }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ fast entry points
+
+void fill(const TensorView& dst, double value) {
+  GRAFT_DISPATCH_ALL(dst.dtype, "fill", T, [&] {
+    const T v = static_cast<T>(value);
+    const Strides* st[1] = {&dst.strides};
+    const auto L = make_loop<1>(dst.shape, st);
+    T* p = dst.ptr<T>();
+    run(L, [&](const int64_t* off, const int64_t* s, int64_t n) {
+      T* d = p + off[0];
+      if (s[0] == 1) std::fill_n(d, n, v);
+      else for (int64_t i = 0; i < n; ++i) d[i * s[0]] = v;
+    });
+  });
+}
+
+void copy(const TensorView& dst, const TensorView& src) {
+  GRAFT_DISPATCH_ALL(dst.dtype, "copy", D, [&] {
+    GRAFT_DISPATCH_ALL(src.dtype, "copy", S, [&] { copy_run<D, S>(dst, src); });
+  });
+}
+
+void unary(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
+  GRAFT_DISPATCH_FLOAT(x.dtype, unary_name(op), T, [&] { unary_t<T>(op, alpha, x, out); });
+}
+
+void unary_backward(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,
+                    const TensorView& dy, const TensorView& dx) {
+  GRAFT_DISPATCH_FLOAT(dx.dtype, unary_name(op), T,
+                       [&] { unary_backward_t<T>(op, alpha, x, y, dy, dx); });
+}
+
+void binary(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
+  GRAFT_DISPATCH_FLOAT(out.dtype, binary_name(op), T, [&] { binary_t<T>(op, a, b, out); });
+}
+
+void compare(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
+  GRAFT_CHECK(a.dtype == b.dtype, "{}: operands must have the same dtype, got {} and {}",
+              compare_name(op), a.dtype, b.dtype);
+  GRAFT_DISPATCH_ALL(a.dtype, compare_name(op), T, [&] { compare_t<T>(op, a, b, out); });
+}
+
+void where(const TensorView& cond, const TensorView& a, const TensorView& b,
+           const TensorView& out) {
+  GRAFT_CHECK(cond.dtype == DType::b8, "where: condition must be bool, got {}", cond.dtype);
+  GRAFT_CHECK(a.dtype == out.dtype && b.dtype == out.dtype,
+              "where: both branches must have dtype {}, got {} and {}", out.dtype, a.dtype,
+              b.dtype);
+  GRAFT_DISPATCH_ALL(out.dtype, "where", T, [&] { where_run<T>(cond, a, b, out); });
+}
+
+// ------------------------------------------------------------------ reference kernels
+namespace ref {
+namespace {
+
+// Element offset of flat (row-major) index i of v.
+int64_t offset_at(const TensorView& v, int64_t i) {
+  int64_t off = 0;
+  for (int d = v.rank() - 1; d >= 0; --d) {
+    off += (i % v.shape[d]) * v.strides[d];
+    i /= v.shape[d];
+  }
+  return off;
+}
+
+template <class T> T at(const TensorView& v, int64_t i) { return v.ptr<T>()[offset_at(v, i)]; }
+
+// Per-op scalar loops, one instantiation per functor.
+template <class F, class T> void unary_t(double alpha, const TensorView& x, const TensorView& out) {
+  for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
+    out.ptr<T>()[off] = F::f(at<T>(x, i), alpha);
+  });
+}
+template <class F, class T>
+void unary_backward_t(double alpha, const TensorView& x, const TensorView& y,
+                      const TensorView& dy, const TensorView& dx) {
+  for_each_offset(dx.shape, dx.strides, [&](int64_t i, int64_t off) {
+    dx.ptr<T>()[off] = F::df(at<T>(x, i), at<T>(y, i), at<T>(dy, i), alpha);
+  });
+}
+template <class F, class T>
+void binary_t(const TensorView& a, const TensorView& b, const TensorView& out) {
+  for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
+    out.ptr<T>()[off] = F::f(at<T>(a, i), at<T>(b, i));
+  });
+}
+template <class C, class T>
+void compare_t(const TensorView& a, const TensorView& b, const TensorView& out) {
+  for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
+    out.ptr<bool>()[off] = C::f(at<T>(a, i), at<T>(b, i));
+  });
+}
+template <class T> void unary_op(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
+  switch (op) {
+#define GRAFT_CASE(name, F) \
+  case UnaryOp::name: return unary_t<fn::F, T>(alpha, x, out);
+    GRAFT_UNARY_OPS(GRAFT_CASE)
+#undef GRAFT_CASE
+  }
+}
+template <class T>
+void unary_backward_op(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,
+                       const TensorView& dy, const TensorView& dx) {
+  switch (op) {
+#define GRAFT_CASE(name, F) \
+  case UnaryOp::name: return unary_backward_t<fn::F, T>(alpha, x, y, dy, dx);
+    GRAFT_UNARY_OPS(GRAFT_CASE)
+#undef GRAFT_CASE
+  }
+}
+template <class T>
+void binary_op(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
+  switch (op) {
+#define GRAFT_CASE(name, F) \
+  case BinaryOp::name: return binary_t<fn::F, T>(a, b, out);
+    GRAFT_BINARY_OPS(GRAFT_CASE)
+#undef GRAFT_CASE
+  }
+}
+template <class T>
+void compare_op(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
+  switch (op) {
+#define GRAFT_CASE(name, ...) \
+  case CompareOp::name: return compare_t<Cmp_##name, T>(a, b, out);
+    GRAFT_COMPARE_OPS(GRAFT_CASE)
+#undef GRAFT_CASE
+  }
+}
+}  // namespace
+
+void fill(const TensorView& dst, double value) {
+  GRAFT_DISPATCH_ALL(dst.dtype, "fill", T, [&] {
+    for_each_offset(dst.shape, dst.strides,
+                    [&](int64_t, int64_t off) { dst.ptr<T>()[off] = static_cast<T>(value); });
+  });
+}
+
+void copy(const TensorView& dst, const TensorView& src) {
+  GRAFT_DISPATCH_ALL(dst.dtype, "copy", D, [&] {
+    GRAFT_DISPATCH_ALL(src.dtype, "copy", S, [&] {
+      for_each_offset(dst.shape, dst.strides, [&](int64_t i, int64_t off) {
+        dst.ptr<D>()[off] = static_cast<D>(at<S>(src, i));
+      });
+    });
+  });
+}
+
+void unary(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
+  GRAFT_DISPATCH_FLOAT(x.dtype, unary_name(op), T, [&] { unary_op<T>(op, alpha, x, out); });
+}
+
+void unary_backward(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,
+                    const TensorView& dy, const TensorView& dx) {
+  GRAFT_DISPATCH_FLOAT(dx.dtype, unary_name(op), T,
+                       [&] { unary_backward_op<T>(op, alpha, x, y, dy, dx); });
+}
+
+void binary(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
+  GRAFT_DISPATCH_FLOAT(out.dtype, binary_name(op), T, [&] { binary_op<T>(op, a, b, out); });
+}
+
+void compare(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
+  GRAFT_CHECK(a.dtype == b.dtype, "{}: operands must have the same dtype, got {} and {}",
+              compare_name(op), a.dtype, b.dtype);
+  GRAFT_DISPATCH_ALL(a.dtype, compare_name(op), T, [&] { compare_op<T>(op, a, b, out); });
+}
+
+void where(const TensorView& cond, const TensorView& a, const TensorView& b,
+           const TensorView& out) {
+  GRAFT_CHECK(cond.dtype == DType::b8, "where: condition must be bool, got {}", cond.dtype);
+  GRAFT_CHECK(a.dtype == out.dtype && b.dtype == out.dtype,
+              "where: both branches must have dtype {}, got {} and {}", out.dtype, a.dtype,
+              b.dtype);
+  GRAFT_DISPATCH_ALL(out.dtype, "where", T, [&] {
+    for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
+      out.ptr<T>()[off] = at<bool>(cond, i) ? at<T>(a, i) : at<T>(b, i);
+    });
+  });
+}
+
+}  // namespace ref
+}  // namespace graft::cpu

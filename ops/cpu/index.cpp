@@ -1,1 +1,339 @@
+// Indexing kernels: index_select, index_add, gather, scatter_add (torch semantics).
+//
+// The fast kernels view every tensor as [P, S, Q] around the indexed dim: P = product of the
+// dims before it, S = its size, Q = product of the dims after it (one contiguous "row" of Q
+// elements per (p, s)). With contiguous tensors a selected row is one memcpy / one vector add.
+// Anything else (strided views, gather/scatter with a src larger than index) goes to the
+// reference kernels, which handle any strides.
+//
+// Determinism: index_add / scatter_add accumulate duplicates in the order of the index, and
+// the parallel versions only split the work over P and over column chunks of Q, so every
+// destination element is owned by one thread and sees its additions in the same order as the
+// reference — the result does not depend on the thread count.
+//
+// Bounds: the caller checks indices, but these kernels must never write out of bounds, so each
+// kernel validates and throws graft::Error (op, index, valid range). The fast kernels validate
+// before any write (no exception can escape an OpenMP region, and dst stays untouched).
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
 #include "ops/cpu/cpu_kernels.h"
+
+namespace graft::cpu {
+namespace {
+
+[[noreturn]] void throw_bad_index(const char* op, int64_t value, int dim, int64_t size) {
+  throw Error(fmt::format("{}: index {} is out of range for dim {} of size {} (valid: 0..{})",
+                          op, value, dim, size, size - 1));
+}
+
+inline void check_index(const char* op, int64_t value, int dim, int64_t size) {
+  if (value < 0 || value >= size) throw_bad_index(op, value, dim, size);
+}
+
+// Validates n contiguous indices against [0, size) in one branch-free pass, then finds the
+// first offender for the message only if something is wrong.
+void check_indices(const char* op, const int64_t* idx, int64_t n, int dim, int64_t size) {
+  bool bad = false;
+  for (int64_t i = 0; i < n; ++i) bad |= uint64_t(idx[i]) >= uint64_t(size);
+  if (!bad) return;
+  for (int64_t i = 0; i < n; ++i) check_index(op, idx[i], dim, size);
+}
+
+// index is int64 and the two data tensors share a dtype (kernels never convert).
+void check_dtypes(const char* op, const TensorView& index, const TensorView& a,
+                  const TensorView& b) {
+  GRAFT_CHECK(index.dtype == DType::i64, "{}: index must be int64, got {}", op, index.dtype);
+  GRAFT_CHECK(a.dtype == b.dtype, "{}: dtype mismatch ({} vs {})", op, a.dtype, b.dtype);
+}
+
+// A rank-0 tensor behaves like shape [1] (torch allows dim 0 on scalars).
+TensorView at_least_1d(TensorView v) {
+  if (v.rank() == 0) {
+    v.shape = Shape{1};
+    v.strides = Strides{1};
+  }
+  return v;
+}
+
+// All index values in row-major order (the index of index_select / index_add is 1-D in torch,
+// but a flattened [B, T] token index works the same).
+std::vector<int64_t> read_index(const TensorView& index) {
+  std::vector<int64_t> out(index.numel());
+  const int64_t* p = index.ptr<int64_t>();
+  for_each_offset(index.shape, index.strides, [&](int64_t i, int64_t off) { out[i] = p[off]; });
+  return out;
+}
+
+// Coordinates of row-major linear index i in `shape`.
+void unravel(int64_t i, const Shape& shape, int64_t* coord) {
+  for (int d = shape.size() - 1; d >= 0; --d) {
+    coord[d] = i % shape[d];
+    i /= shape[d];
+  }
+}
+
+int64_t offset_of(const int64_t* coord, const Strides& strides) {
+  int64_t off = 0;
+  for (int d = 0; d < strides.size(); ++d) off += coord[d] * strides[d];
+  return off;
+}
+
+struct PSQ {
+  int64_t P, S, Q;
+};
+// [P, S, Q] view of `shape` around `dim`.
+PSQ split_at(const Shape& shape, int dim) {
+  PSQ r{1, shape.size() ? shape[dim] : 1, 1};
+  for (int d = 0; d < dim; ++d) r.P *= shape[d];
+  for (int d = dim + 1; d < shape.size(); ++d) r.Q *= shape[d];
+  return r;
+}
+
+// The same shapes except (possibly) at `dim`.
+bool same_except(const Shape& a, const Shape& b, int dim) {
+  if (a.size() != b.size()) return false;
+  for (int d = 0; d < a.size(); ++d)
+    if (d != dim && a[d] != b[d]) return false;
+  return true;
+}
+
+// Contiguous index values: the pointer itself, or a packed copy in `storage`.
+const int64_t* contiguous_index(const TensorView& index, std::vector<int64_t>& storage) {
+  if (index.is_contiguous()) return index.ptr<int64_t>();
+  storage = read_index(index);
+  return storage.data();
+}
+
+// d[0..n) += s[0..n)
+template <class T> void add_row(T* d, const T* s, int64_t n) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = B::size;
+  int64_t j = 0;
+  for (; j + W <= n; j += W) (B::load_unaligned(d + j) + B::load_unaligned(s + j)).store_unaligned(d + j);
+  for (; j < n; ++j) d[j] += s[j];
+}
+
+// Work split for the accumulating kernels: tasks are (p, column chunk) pairs, so no two tasks
+// touch the same destination element. With few outer rows (dim 0: P == 1, the embedding
+// backward) the columns are split instead so both cores still have work.
+struct ColumnChunks {
+  int64_t n_chunks, chunk;
+};
+ColumnChunks column_chunks(int64_t P, int64_t Q, int64_t work) {
+  int threads = work >= kParallelGrain ? omp_get_max_threads() : 1;
+  if (P >= threads) return {1, Q};
+  // At least 64 columns per chunk (whole cache lines, full vectors), rounded to 16.
+  int64_t want = (threads + P - 1) / P;
+  int64_t chunk = std::max<int64_t>(64, ((Q + want - 1) / want + 15) / 16 * 16);
+  return {(Q + chunk - 1) / chunk, chunk};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Fast kernels. The typed loops live in templates because OpenMP pragmas cannot sit inside
+// the dispatch macro's argument.
+
+namespace {
+
+// d [P, S, Q] += rows of s [P, K, Q] scattered by idx[K] along S.
+template <class T>
+void index_add_rows(T* d, const T* s, const int64_t* idx, PSQ dst, int64_t K) {
+  const int64_t P = dst.P, S = dst.S, Q = dst.Q;
+  const ColumnChunks cc = column_chunks(P, Q, P * K * Q);
+  // Each task owns columns [q0, q1) of dst slice p and adds the K source rows in index order:
+  // duplicates accumulate in the same order as the reference, with no races.
+#pragma omp parallel for schedule(static) if (P * cc.n_chunks > 1)
+  for (int64_t t = 0; t < P * cc.n_chunks; ++t) {
+    const int64_t p = t / cc.n_chunks, q0 = (t % cc.n_chunks) * cc.chunk;
+    const int64_t q1 = std::min(Q, q0 + cc.chunk);
+    for (int64_t k = 0; k < K; ++k)
+      add_row(d + (p * S + idx[k]) * Q + q0, s + (p * K + k) * Q + q0, q1 - q0);
+  }
+}
+
+// o[p, j, q] = s[p, idx[p, j, q], q];  s [P, S, Q], idx / o [P, J, Q]
+template <class T> void gather_rows(const T* s, const int64_t* idx, T* o, PSQ ix, int64_t S) {
+  const int64_t P = ix.P, J = ix.S, Q = ix.Q;
+#pragma omp parallel for schedule(static) if (P * J * Q >= kParallelGrain)
+  for (int64_t r = 0; r < P * J; ++r) {
+    const T* sp = s + (r / J) * S * Q;
+    const int64_t* ir = idx + r * Q;
+    T* orow = o + r * Q;
+    for (int64_t q = 0; q < Q; ++q) orow[q] = sp[ir[q] * Q + q];
+  }
+}
+
+// d[p, idx[p, j, q], q] += s[p, j, q];  d [P, S, Q], idx / s [P, J, Q]
+template <class T>
+void scatter_add_rows(T* d, const int64_t* idx, const T* s, PSQ ix, int64_t S) {
+  const int64_t P = ix.P, J = ix.S, Q = ix.Q;
+  const ColumnChunks cc = column_chunks(P, Q, P * J * Q);
+  // Column q of slice p only ever writes column q of dst slice p, so (p, column chunk) tasks
+  // are disjoint; within a task j runs in order, as in the reference.
+#pragma omp parallel for schedule(static) if (P * cc.n_chunks > 1)
+  for (int64_t t = 0; t < P * cc.n_chunks; ++t) {
+    const int64_t p = t / cc.n_chunks, q0 = (t % cc.n_chunks) * cc.chunk;
+    const int64_t q1 = std::min(Q, q0 + cc.chunk);
+    T* dp = d + p * S * Q;
+    for (int64_t j = 0; j < J; ++j) {
+      const int64_t* ir = idx + (p * J + j) * Q;
+      const T* sr = s + (p * J + j) * Q;
+      for (int64_t q = q0; q < q1; ++q) dp[ir[q] * Q + q] += sr[q];
+    }
+  }
+}
+
+}  // namespace
+
+void index_select(const TensorView& src_, int dim, const TensorView& index, const TensorView& out_) {
+  check_dtypes("index_select", index, src_, out_);
+  const TensorView src = at_least_1d(src_), out = at_least_1d(out_);
+  if (!src.is_contiguous() || !out.is_contiguous())
+    return ref::index_select(src_, dim, index, out_);
+  // src [P, S, Q] -> out [P, K, Q]
+  const PSQ sv = split_at(src.shape, dim);
+  const int64_t P = sv.P, S = sv.S, K = index.numel();
+  std::vector<int64_t> packed;
+  const int64_t* idx = contiguous_index(index, packed);
+  check_indices("index_select", idx, K, dim, S);
+
+  // One memcpy per selected row (any dtype: it is a byte copy); the rows are independent.
+  const size_t row_bytes = size_t(sv.Q) * dtype_size(src.dtype);
+  const auto* s = static_cast<const std::byte*>(src.data);
+  auto* o = static_cast<std::byte*>(out.data);
+#pragma omp parallel for schedule(static) if (P * K * sv.Q >= kParallelGrain)
+  for (int64_t r = 0; r < P * K; ++r) {
+    const int64_t p = r / K, k = r % K;
+    std::memcpy(o + r * row_bytes, s + (p * S + idx[k]) * row_bytes, row_bytes);
+  }
+}
+
+void index_add(const TensorView& dst_, int dim, const TensorView& index, const TensorView& src_) {
+  check_dtypes("index_add", index, dst_, src_);
+  const TensorView dst = at_least_1d(dst_), src = at_least_1d(src_);
+  if (!dst.is_contiguous() || !src.is_contiguous())
+    return ref::index_add(dst_, dim, index, src_);
+  // dst [P, S, Q] += scattered src [P, K, Q]
+  const PSQ dv = split_at(dst.shape, dim);
+  const int64_t K = index.numel();
+  std::vector<int64_t> packed;
+  const int64_t* idx = contiguous_index(index, packed);
+  check_indices("index_add", idx, K, dim, dv.S);
+  GRAFT_DISPATCH_FLOAT(dst.dtype, "index_add", T,
+                       [&] { index_add_rows(dst.ptr<T>(), src.ptr<T>(), idx, dv, K); });
+}
+
+void gather(const TensorView& src_, int dim, const TensorView& index_, const TensorView& out_) {
+  check_dtypes("gather", index_, src_, out_);
+  const TensorView src = at_least_1d(src_), index = at_least_1d(index_), out = at_least_1d(out_);
+  // Fast path: everything contiguous and src shaped like index except along dim.
+  if (!src.is_contiguous() || !index.is_contiguous() || !out.is_contiguous() ||
+      !same_except(src.shape, index.shape, dim))
+    return ref::gather(src_, dim, index_, out_);
+  const PSQ iv = split_at(index.shape, dim);
+  const int64_t S = src.shape[dim];
+  const int64_t* idx = index.ptr<int64_t>();
+  check_indices("gather", idx, index.numel(), dim, S);
+  GRAFT_DISPATCH_ALL(src.dtype, "gather", T,
+                     [&] { gather_rows(src.ptr<T>(), idx, out.ptr<T>(), iv, S); });
+}
+
+void scatter_add(const TensorView& dst_, int dim, const TensorView& index_, const TensorView& src_) {
+  check_dtypes("scatter_add", index_, dst_, src_);
+  const TensorView dst = at_least_1d(dst_), index = at_least_1d(index_), src = at_least_1d(src_);
+  if (!dst.is_contiguous() || !index.is_contiguous() || !src.is_contiguous() ||
+      !(src.shape == index.shape) || !same_except(dst.shape, index.shape, dim))
+    return ref::scatter_add(dst_, dim, index_, src_);
+  const PSQ iv = split_at(index.shape, dim);
+  const int64_t S = dst.shape[dim];
+  const int64_t* idx = index.ptr<int64_t>();
+  check_indices("scatter_add", idx, index.numel(), dim, S);
+  GRAFT_DISPATCH_FLOAT(dst.dtype, "scatter_add", T,
+                       [&] { scatter_add_rows(dst.ptr<T>(), idx, src.ptr<T>(), iv, S); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reference kernels: one element at a time, any strides. Each loop walks one tensor with
+// for_each_offset and recovers the coordinates of the others from the linear index.
+
+namespace ref {
+
+void index_select(const TensorView& src_, int dim, const TensorView& index, const TensorView& out_) {
+  check_dtypes("index_select", index, src_, out_);
+  const TensorView src = at_least_1d(src_), out = at_least_1d(out_);
+  const std::vector<int64_t> idx = read_index(index);
+  check_indices("index_select", idx.data(), idx.size(), dim, src.shape[dim]);
+  GRAFT_DISPATCH_ALL(src.dtype, "index_select", T, [&] {
+    const T* s = src.ptr<T>();
+    T* o = out.ptr<T>();
+    int64_t c[kMaxDims];
+    for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
+      unravel(i, out.shape, c);
+      c[dim] = idx[c[dim]];
+      o[off] = s[offset_of(c, src.strides)];
+    });
+  });
+}
+
+void index_add(const TensorView& dst_, int dim, const TensorView& index, const TensorView& src_) {
+  check_dtypes("index_add", index, dst_, src_);
+  const TensorView dst = at_least_1d(dst_), src = at_least_1d(src_);
+  const std::vector<int64_t> idx = read_index(index);
+  check_indices("index_add", idx.data(), idx.size(), dim, dst.shape[dim]);
+  GRAFT_DISPATCH_FLOAT(dst.dtype, "index_add", T, [&] {
+    T* d = dst.ptr<T>();
+    const T* s = src.ptr<T>();
+    int64_t c[kMaxDims];
+    for_each_offset(src.shape, src.strides, [&](int64_t i, int64_t off) {
+      unravel(i, src.shape, c);
+      c[dim] = idx[c[dim]];
+      d[offset_of(c, dst.strides)] += s[off];
+    });
+  });
+}
+
+void gather(const TensorView& src_, int dim, const TensorView& index_, const TensorView& out_) {
+  check_dtypes("gather", index_, src_, out_);
+  const TensorView src = at_least_1d(src_), index = at_least_1d(index_), out = at_least_1d(out_);
+  const int64_t* ip = index.ptr<int64_t>();
+  GRAFT_DISPATCH_ALL(src.dtype, "gather", T, [&] {
+    const T* s = src.ptr<T>();
+    T* o = out.ptr<T>();
+    int64_t c[kMaxDims];
+    for_each_offset(index.shape, index.strides, [&](int64_t i, int64_t off) {
+      unravel(i, index.shape, c);
+      const int64_t out_off = offset_of(c, out.strides);
+      c[dim] = ip[off];
+      check_index("gather", c[dim], dim, src.shape[dim]);
+      o[out_off] = s[offset_of(c, src.strides)];
+    });
+  });
+}
+
+void scatter_add(const TensorView& dst_, int dim, const TensorView& index_, const TensorView& src_) {
+  check_dtypes("scatter_add", index_, dst_, src_);
+  const TensorView dst = at_least_1d(dst_), index = at_least_1d(index_), src = at_least_1d(src_);
+  const int64_t* ip = index.ptr<int64_t>();
+  GRAFT_DISPATCH_FLOAT(dst.dtype, "scatter_add", T, [&] {
+    T* d = dst.ptr<T>();
+    const T* s = src.ptr<T>();
+    int64_t c[kMaxDims];
+    for_each_offset(index.shape, index.strides, [&](int64_t i, int64_t off) {
+      unravel(i, index.shape, c);
+      const T v = s[offset_of(c, src.strides)];
+      c[dim] = ip[off];
+      check_index("scatter_add", c[dim], dim, dst.shape[dim]);
+      d[offset_of(c, dst.strides)] += v;
+    });
+  });
+}
+
+}  // namespace ref
+}  // namespace graft::cpu

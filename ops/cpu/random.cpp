@@ -1,1 +1,144 @@
+// Random fills from the counter-based Philox stream of ops/random.h: element i of `out` is
+// philox_uniform(seed, offset + i) or philox_normal(seed, offset + i), converted to out's dtype.
+// Because each element depends only on its own counter, the fast kernel can cut the tensor
+// into chunks in any way (threads, SIMD lanes) and still match the reference bit for bit.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/random.h"
+
+namespace graft::cpu {
+namespace {
+
+// Conversion of a draw to the output dtype. A double just below 1 rounds to 1.0f in float,
+// which would break the [0, 1) contract (e.g. log(1 - u) = -inf), so float draws are clamped
+// to the largest float below 1.
+template <class T> inline T uniform_as(double u) {
+  if constexpr (std::is_same_v<T, float>) {
+    const float f = float(u);
+    return f < 1.0f ? f : 0x1.fffffep-1f;
+  } else {
+    return u;
+  }
+}
+
+// ---- fast: Philox on kLanes consecutive counters at once
+
+// Lanes per block: one AVX-512 register of 32-bit words.
+constexpr int kLanes = 16;
+// Elements per OpenMP work item (a multiple of kLanes).
+constexpr int64_t kChunk = 4096;
+
+// The first two output words of philox4x32(counter0 + l, key) for l in [0, kLanes): the same
+// arithmetic as ops/random.h, laid out structure-of-arrays so the 32x32 -> 64-bit multiplies
+// become vector instructions. Integer arithmetic is exact, so the words are identical.
+void philox_lanes(uint64_t counter0, uint64_t key, uint32_t* w0, uint32_t* w1) {
+  uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+#pragma omp simd
+  for (int l = 0; l < kLanes; ++l) {
+    const uint64_t c = counter0 + uint64_t(l);
+    c0[l] = uint32_t(c);
+    c1[l] = uint32_t(c >> 32);
+    c2[l] = 0;
+    c3[l] = 0;
+  }
+  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
+  for (int r = 0; r < 10; ++r) {
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l) {
+      const uint64_t p0 = uint64_t(0xD2511F53u) * c0[l], p1 = uint64_t(0xCD9E8D57u) * c2[l];
+      const uint32_t n0 = uint32_t(p1 >> 32) ^ c1[l] ^ k0, n2 = uint32_t(p0 >> 32) ^ c3[l] ^ k1;
+      c1[l] = uint32_t(p1);
+      c3[l] = uint32_t(p0);
+      c0[l] = n0;
+      c2[l] = n2;
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    w0[l] = c0[l];
+    w1[l] = c1[l];
+  }
+}
+
+// The same formulas as philox_uniform / philox_normal, applied to precomputed words.
+inline double uniform_from(uint32_t r0, uint32_t r1) {
+  const uint64_t bits = (uint64_t(r0) << 21) ^ uint64_t(r1);
+  return double(bits & ((uint64_t(1) << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+inline double normal_from(uint32_t r0, uint32_t r1) {
+  const double u1 = (double(r0) + 1.0) * (1.0 / 4294967297.0);
+  const double u2 = double(r1) * (1.0 / 4294967296.0);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+// out[0..n) = draw(seed, offset + i) for a contiguous out, in parallel chunks.
+template <class T, bool kNormal> void fill_random(T* out, int64_t n, uint64_t seed, uint64_t offset) {
+  const int64_t n_chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t end = std::min(n, (c + 1) * kChunk);
+    uint32_t w0[kLanes], w1[kLanes];
+    for (int64_t i = c * kChunk; i < end; i += kLanes) {
+      philox_lanes(offset + uint64_t(i), seed, w0, w1);
+      const int64_t m = std::min<int64_t>(kLanes, end - i);
+      for (int64_t l = 0; l < m; ++l) {
+        if constexpr (kNormal) out[i + l] = T(normal_from(w0[l], w1[l]));
+        else out[i + l] = uniform_as<T>(uniform_from(w0[l], w1[l]));
+      }
+    }
+  }
+}
+
+void check_out(const char* op, const TensorView& out) {
+  GRAFT_CHECK(is_floating(out.dtype), "{}: expected a floating output (float32 or float64), got {}",
+              op, out.dtype);
+}
+
+}  // namespace
+
+void uniform(const TensorView& out, uint64_t seed, uint64_t offset) {
+  check_out("uniform", out);
+  if (!out.is_contiguous()) return ref::uniform(out, seed, offset);
+  GRAFT_DISPATCH_FLOAT(out.dtype, "uniform", T,
+                       [&] { fill_random<T, false>(out.ptr<T>(), out.numel(), seed, offset); });
+}
+
+void normal(const TensorView& out, uint64_t seed, uint64_t offset) {
+  check_out("normal", out);
+  if (!out.is_contiguous()) return ref::normal(out, seed, offset);
+  GRAFT_DISPATCH_FLOAT(out.dtype, "normal", T,
+                       [&] { fill_random<T, true>(out.ptr<T>(), out.numel(), seed, offset); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reference kernels: the ops/random.h functions, one element at a time, any strides (element i
+// is the i-th in row-major order).
+
+namespace ref {
+
+void uniform(const TensorView& out, uint64_t seed, uint64_t offset) {
+  check_out("uniform", out);
+  GRAFT_DISPATCH_FLOAT(out.dtype, "uniform", T, [&] {
+    T* o = out.ptr<T>();
+    for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
+      o[off] = uniform_as<T>(philox_uniform(seed, offset + uint64_t(i)));
+    });
+  });
+}
+
+void normal(const TensorView& out, uint64_t seed, uint64_t offset) {
+  check_out("normal", out);
+  GRAFT_DISPATCH_FLOAT(out.dtype, "normal", T, [&] {
+    T* o = out.ptr<T>();
+    for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
+      o[off] = T(philox_normal(seed, offset + uint64_t(i)));
+    });
+  });
+}
+
+}  // namespace ref
+}  // namespace graft::cpu

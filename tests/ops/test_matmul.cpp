@@ -1,1 +1,213 @@
+// Fast matmul/linear kernels (oneDNN f32, own f64 kernel) against the reference triple loops.
+#include <cmath>
+#include <string>
+
 #include "tests/ops/kernel_test_util.h"
+
+using namespace graft;
+using graft::testing::Buf;
+using graft::testing::check_close;
+
+namespace {
+
+// f32 sums of K products carry ~K * eps of error; the reference rounds once from double.
+double atol_for(DType dt, int64_t K) {
+  return dt == DType::f32 ? 2e-6 * double(std::max<int64_t>(K, 8)) : 1e-12 * double(K + 1);
+}
+double rtol_for(DType dt) { return dt == DType::f32 ? 1e-5 : 1e-12; }
+
+// A view of `b`'s memory with another shape and strides.
+TensorView view(const Buf& b, Shape shape, Strides strides) {
+  TensorView v = b.v;
+  v.shape = shape;
+  v.strides = strides;
+  return v;
+}
+
+// Runs fast and reference matmul on the views and compares; out has shape `out_shape`.
+void check_matmul(const TensorView& a, const TensorView& b, const Shape& out_shape) {
+  const int64_t K = a.shape.back();
+  Buf fast(out_shape, a.dtype), want(out_shape, a.dtype);
+  fast.rand(100, 101, 7);  // garbage: kernels must write every element
+  cpu::matmul(a, b, fast.v);
+  cpu::ref::matmul(a, b, want.v);
+  check_close(fast, want, atol_for(a.dtype, K), rtol_for(a.dtype));
+}
+
+void check_plain(DType dt, int64_t M, int64_t K, int64_t N) {
+  Buf a({M, K}, dt), b({K, N}, dt);
+  a.rand(-1, 1, 1);
+  b.rand(-1, 1, 2);
+  check_matmul(a.v, b.v, {M, N});
+}
+
+const DType kFloatTypes[] = {DType::f32, DType::f64};
+
+}  // namespace
+
+TEST_CASE("matmul: plain 2-d shapes") {
+  const int64_t shapes[][3] = {{1, 1, 1},  {7, 13, 5},   {65, 127, 33}, {2, 3, 4},
+                               {1, 64, 1}, {128, 64, 96}, {17, 1, 40},  {200, 300, 150}};
+  for (DType dt : kFloatTypes)
+    for (auto& s : shapes) {
+      const std::string type(dtype_name(dt));
+      CAPTURE(type);
+      CAPTURE(s[0]);
+      CAPTURE(s[1]);
+      CAPTURE(s[2]);
+      check_plain(dt, s[0], s[1], s[2]);
+    }
+}
+
+TEST_CASE("matmul: K == 0 gives zeros, empty outputs are fine") {
+  for (DType dt : kFloatTypes) {
+    Buf a({4, 0}, dt), b({0, 3}, dt), out({4, 3}, dt);
+    out.rand(5, 6);
+    cpu::matmul(a.v, b.v, out.v);
+    for (int64_t i = 0; i < out.numel(); ++i) CHECK(out.at(i) == 0.0);
+    Buf a0({0, 5}, dt), b0({5, 3}, dt), out0({0, 3}, dt);
+    cpu::matmul(a0.v, b0.v, out0.v);  // nothing to do, must not crash
+  }
+}
+
+// Tiny products run in graft's own kernel and larger f32 ones in oneDNN: the layout tests
+// below run at both scales (`s` multiplies the sizes).
+const int64_t kScales[] = {1, 8};
+
+TEST_CASE("matmul: batched [3,4,5] x [3,5,6]") {
+  for (DType dt : kFloatTypes)
+    for (int64_t s : kScales) {
+      const std::string type(dtype_name(dt));
+      CAPTURE(type);
+      CAPTURE(s);
+      Buf a({3, 4 * s, 5 * s}, dt), b({3, 5 * s, 6 * s}, dt);
+      a.rand(-1, 1, 3);
+      b.rand(-1, 1, 4);
+      check_matmul(a.v, b.v, {3, 4 * s, 6 * s});
+    }
+}
+
+TEST_CASE("matmul: broadcast batch [2,1,4,5] x [3,5,6] -> [2,3,4,6]") {
+  for (DType dt : kFloatTypes)
+    for (int64_t s : kScales) {
+      const std::string type(dtype_name(dt));
+      CAPTURE(type);
+      CAPTURE(s);
+      const int64_t M = 4 * s, K = 5 * s, N = 6 * s;
+      Buf a({2, 1, M, K}, dt), b({3, K, N}, dt);
+      a.rand(-1, 1, 5);
+      b.rand(-1, 1, 6);
+      check_matmul(a.v.broadcast_to({2, 3, M, K}), b.v.broadcast_to({2, 3, K, N}), {2, 3, M, N});
+      // a matrix times a batch, and a batch times a matrix
+      Buf m({M, K}, dt), bb({3, K, N}, dt);
+      m.rand(-1, 1, 7);
+      bb.rand(-1, 1, 8);
+      check_matmul(m.v.broadcast_to({3, M, K}), bb.v, {3, M, N});
+      Buf ab({3, M, K}, dt), w({K, N}, dt);
+      ab.rand(-1, 1, 9);
+      w.rand(-1, 1, 10);
+      check_matmul(ab.v, w.v.broadcast_to({3, K, N}), {3, M, N});
+      // both operands broadcast along the batch: every output matrix is the same
+      check_matmul(m.v.broadcast_to({3, M, K}), w.v.broadcast_to({3, K, N}), {3, M, N});
+    }
+}
+
+TEST_CASE("matmul: transposed and strided views") {
+  for (DType dt : kFloatTypes)
+    for (int64_t s : kScales) {
+      const std::string type(dtype_name(dt));
+      CAPTURE(type);
+      CAPTURE(s);
+      const int64_t M = 11 * s + 3, K = 7 * s + 2, N = 5 * s + 1;
+      Buf at({K, M}, dt), bt({N, K}, dt), a({M, K}, dt), b({K, N}, dt);
+      at.rand(-1, 1, 11);
+      bt.rand(-1, 1, 12);
+      a.rand(-1, 1, 13);
+      b.rand(-1, 1, 14);
+      const TensorView a_t = view(at, {M, K}, {1, M});  // a = at^T
+      const TensorView b_t = view(bt, {K, N}, {1, K});  // b = bt^T
+      check_matmul(a_t, b.v, {M, N});
+      check_matmul(a.v, b_t, {M, N});
+      check_matmul(a_t, b_t, {M, N});
+      // leading dimension larger than the row: a column slice of a wider matrix
+      Buf wide({M, K + 3}, dt);
+      wide.rand(-1, 1, 15);
+      check_matmul(view(wide, {M, K}, {K + 3, 1}), b.v, {M, N});
+      // no unit stride at all: every other column (the oneDNN path copies it first)
+      Buf twice({M, 2 * K}, dt);
+      twice.rand(-1, 1, 16);
+      check_matmul(view(twice, {M, K}, {2 * K, 2}), b_t, {M, N});
+      // batched transposes: [B, K, M] storage seen as [B, M, K]; batch dim in the middle
+      Buf bat({3, K, M}, dt), bm({K, 3, N}, dt);
+      bat.rand(-1, 1, 17);
+      bm.rand(-1, 1, 18);
+      check_matmul(view(bat, {3, M, K}, {K * M, 1, M}), view(bm, {3, K, N}, {N, 3 * N, 1}),
+                   {3, M, N});
+    }
+}
+
+TEST_CASE("matmul: larger and many-batch products (threaded paths)") {
+  for (DType dt : kFloatTypes) {
+    const std::string type(dtype_name(dt));
+    CAPTURE(type);
+    Buf a({64, 24, 24}, dt), b({64, 24, 24}, dt);  // many small products
+    a.rand(-1, 1, 19);
+    b.rand(-1, 1, 20);
+    check_matmul(a.v, b.v, {64, 24, 24});
+    Buf c({2, 150, 260}, dt), d({2, 260, 70}, dt);  // few large products
+    c.rand(-1, 1, 21);
+    d.rand(-1, 1, 22);
+    check_matmul(c.v, d.v, {2, 150, 70});
+  }
+}
+
+TEST_CASE("matmul: repeated shapes reuse cached primitives with new data") {
+  for (int rep = 0; rep < 3; ++rep) {
+    Buf a({90, 110}, DType::f32), b({110, 60}, DType::f32);
+    a.rand(-1, 1, 30 + rep);
+    b.rand(-1, 1, 40 + rep);
+    check_matmul(a.v, b.v, {90, 60});
+  }
+}
+
+TEST_CASE("linear: with and without bias") {
+  const int64_t shapes[][3] = {{1, 1, 1}, {5, 7, 3}, {33, 65, 17}, {64, 128, 256}};
+  for (DType dt : kFloatTypes)
+    for (auto& s : shapes)
+      for (bool with_bias : {false, true}) {
+        const int64_t N = s[0], I = s[1], O = s[2];
+        const std::string type(dtype_name(dt));
+        CAPTURE(type);
+        CAPTURE(N);
+        CAPTURE(I);
+        CAPTURE(O);
+        CAPTURE(with_bias);
+        Buf x({N, I}, dt), w({O, I}, dt), bias({O}, dt);
+        x.rand(-1, 1, 50);
+        w.rand(-1, 1, 51);
+        bias.rand(-1, 1, 52);
+        TensorView bv = bias.v;
+        if (!with_bias) bv.data = nullptr;
+        Buf fast({N, O}, dt), want({N, O}, dt);
+        fast.rand(100, 101);
+        cpu::linear(x.v, w.v, bv, fast.v);
+        cpu::ref::linear(x.v, w.v, bv, want.v);
+        check_close(fast, want, atol_for(dt, I), rtol_for(dt));
+      }
+}
+
+TEST_CASE("linear: reference agrees with an explicit x @ w^T + b") {
+  // Guards the reference itself: 2x2 by hand.
+  Buf x({1, 2}, DType::f64), w({2, 2}, DType::f64), b({2}, DType::f64), out({1, 2}, DType::f64);
+  double* xp = x.ptr<double>();
+  double* wp = w.ptr<double>();
+  xp[0] = 1, xp[1] = 2;
+  wp[0] = 3, wp[1] = 4, wp[2] = 5, wp[3] = 6;  // w = [[3, 4], [5, 6]]
+  b.ptr<double>()[0] = 0.5, b.ptr<double>()[1] = -1;
+  cpu::ref::linear(x.v, w.v, b.v, out.v);
+  CHECK(out.at(0) == 11.5);  // 1*3 + 2*4 + 0.5
+  CHECK(out.at(1) == 16.0);  // 1*5 + 2*6 - 1
+  cpu::linear(x.v, w.v, b.v, out.v);
+  CHECK(out.at(0) == 11.5);
+  CHECK(out.at(1) == 16.0);
+}

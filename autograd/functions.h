@@ -1,0 +1,120 @@
+// The differentiable op set (the public API, PyTorch names). Every op here has one entry in the
+// op table (autograd/op_table.h) with its gradcheck cases, defined in the same file as the op.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+#include "ops/random.h"
+
+namespace graft {
+
+// ---- elementwise unary (float dtypes)
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+// approximate: "none" (erf form) or "tanh"
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+Tensor erf(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor square(const Tensor& x);
+Tensor add(const Tensor& x, double s);
+Tensor mul(const Tensor& x, double s);
+
+// ---- elementwise binary with NumPy broadcasting
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+
+// ---- comparisons (bool result, not differentiable) and selection
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+// cond ? a : b (differentiable in a and b, not in cond)
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// x with `value` where mask is true
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// ---- reductions; empty dims = all dims
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, bool unbiased = true,
+           bool keepdim = false);
+// Index of the largest value along dim (int64, not differentiable).
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+// Sums g down to `shape` (undoes broadcasting): the backward of expand.
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+// ---- linear algebra
+// a [..., M, K] @ b [..., K, N] with broadcast batch dims; 1-D operands as in torch.matmul.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x [..., I] @ w[O, I]^T + bias[O]
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+
+// ---- normalisation
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// Normalises over the last dim (size C); gamma, beta [C] optional.
+Tensor layer_norm(const Tensor& x, const Tensor& gamma = {}, const Tensor& beta = {},
+                  double eps = 1e-5);
+// Zeroes elements with probability p and scales the rest by 1/(1-p) (identity if !training).
+Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+
+// ---- indexing
+// weight [V, C], indices int64 any shape -> [..., C]; rows equal to padding_idx get no grad.
+Tensor embedding(const Tensor& weight, const Tensor& indices,
+                 std::optional<int64_t> padding_idx = std::nullopt);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+
+// ---- joining and splitting
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+
+// ---- losses
+enum class Reduction { none, mean, sum };
+struct CrossEntropyOptions {
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+  Reduction reduction = Reduction::mean;
+};
+// logits [N, V] (or [N..., V]), target int64 [N] (or [N...]); mean over non-ignored rows.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions opt = {});
+
+// ---- operators
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double s);
+Tensor operator-(const Tensor& a, double s);
+Tensor operator*(const Tensor& a, double s);
+Tensor operator/(const Tensor& a, double s);
+Tensor operator+(double s, const Tensor& a);
+Tensor operator-(double s, const Tensor& a);
+Tensor operator*(double s, const Tensor& a);
+Tensor operator/(double s, const Tensor& a);
+
+}  // namespace graft

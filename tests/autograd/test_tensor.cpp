@@ -1,0 +1,120 @@
+// Tensor basics: factories, dtypes, views over shared storage, broadcasting, printing, errors.
+#include <doctest/doctest.h>
+
+#include "autograd/functions.h"
+
+using namespace graft;
+
+TEST_CASE("factories and dtypes") {
+  Tensor z = zeros({2, 3});
+  CHECK(z.dtype() == DType::f32);
+  CHECK(z.shape() == Shape{2, 3});
+  CHECK(z.to_vector<double>() == std::vector<double>(6, 0.0));
+  CHECK(full({2}, 7.0, DType::i64).to_vector<int64_t>() == std::vector<int64_t>{7, 7});
+  CHECK(arange(4).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(arange(1.0, 2.0, 0.25, DType::f64).to_vector<double>() == std::vector<double>{1, 1.25, 1.5, 1.75});
+  Tensor b = gt(arange(4, DType::f32), full({}, 1.5));
+  CHECK(b.dtype() == DType::b8);
+  CHECK(b.to_vector<double>() == std::vector<double>{0, 0, 1, 1});
+  CHECK(ones({2}, DType::f64).to(DType::f32).dtype() == DType::f32);
+}
+
+TEST_CASE("seeded generators are reproducible") {
+  manual_seed(42);
+  auto a = randn({100}).to_vector<double>();
+  manual_seed(42);
+  auto b = randn({100}).to_vector<double>();
+  CHECK(a == b);
+  Generator g1(5), g2(5), g3(6);
+  CHECK(rand({10}, {}, &g1).to_vector<double>() == rand({10}, {}, &g2).to_vector<double>());
+  CHECK(rand({10}, {}, &g1).to_vector<double>() != rand({10}, {}, &g3).to_vector<double>());
+  auto r = randint(0, 5, {1000}).to_vector<int64_t>();
+  CHECK(*std::min_element(r.begin(), r.end()) == 0);
+  CHECK(*std::max_element(r.begin(), r.end()) == 4);
+}
+
+TEST_CASE("views share storage") {
+  Tensor x = arange(0.0, 12.0, 1.0, DType::f32).reshape({3, 4});
+  Tensor t = x.t();
+  CHECK(t.shape() == Shape{4, 3});
+  CHECK_FALSE(t.is_contiguous());
+  CHECK(t.storage() == x.storage());
+  CHECK(t.contiguous().to_vector<double>()[1] == 4.0);
+  Tensor s = x.slice(1, 1, 4, 2);  // columns 1, 3
+  CHECK(s.to_vector<double>() == std::vector<double>{1, 3, 5, 7, 9, 11});
+  Tensor n = x.narrow(0, 1, 2);
+  n.fill_(0.0);  // writes through the view
+  CHECK(x.to_vector<double>()[4] == 0.0);
+  CHECK(x.to_vector<double>()[0] == 0.0 + 0.0);
+  CHECK(x.unsqueeze(0).shape() == Shape{1, 3, 4});
+  CHECK(x.unsqueeze(0).squeeze(0).shape() == Shape{3, 4});
+  CHECK(x.permute({1, 0}).shape() == Shape{4, 3});
+  CHECK(x.select(1, 2).shape() == Shape{3});
+  Tensor e = full({3, 1}, 2.0).expand({2, 3, 5});
+  CHECK(e.shape() == Shape{2, 3, 5});
+  CHECK(e.strides()[0] == 0);
+  CHECK(sum(e).item() == 60.0);
+  CHECK(x.reshape({-1}).shape() == Shape{12});
+  CHECK_THROWS_AS(x.t().view({12}), Error);  // not contiguous: use reshape
+  CHECK(x.t().reshape({12}).shape() == Shape{12});
+}
+
+TEST_CASE("broadcasting") {
+  Tensor a = ones({3, 1}), b = arange(0.0, 4.0, 1.0, DType::f32);
+  Tensor c = a + b;
+  CHECK(c.shape() == Shape{3, 4});
+  CHECK(c.to_vector<double>()[7] == 4.0);
+  CHECK_THROWS_AS(ones({3}) + ones({4}), Error);
+}
+
+TEST_CASE("cat, stack, split, chunk") {
+  Tensor a = ones({2, 3}), b = zeros({1, 3});
+  CHECK(cat({a, b}).shape() == Shape{3, 3});
+  CHECK(stack({a, a}, 1).shape() == Shape{2, 2, 3});
+  auto p = split(arange(5, DType::f32), 2);
+  REQUIRE(p.size() == 3);
+  CHECK(p[2].to_vector<double>() == std::vector<double>{4});
+  CHECK(chunk(ones({7}), 3).size() == 3);
+  CHECK_THROWS_AS(cat({ones({2, 3}), ones({2, 4})}, 0), Error);
+}
+
+TEST_CASE("clear errors for bad shapes, dtypes and arguments") {
+  try {
+    matmul(ones({2, 3}), ones({4, 5}));
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4)") !=
+          std::string::npos);
+  }
+  CHECK_THROWS_AS(ones({2}) + ones({2}, DType::f64), Error);
+  CHECK_THROWS_AS(exp(ones({2}, DType::i64)), Error);
+  CHECK_THROWS_AS(sum(ones({2}), {3}), Error);
+  CHECK_THROWS_AS(ones({2}).slice(0, 0, 1, 0), Error);
+  CHECK_THROWS_AS(ones({2, 2}).narrow(1, 1, 5), Error);
+  CHECK_THROWS_AS(ones({2}).item(), Error);
+  CHECK_THROWS_AS(ones(Shape::filled(8, 1)).unsqueeze(0), Error);  // rank limit
+  CHECK_THROWS_AS(ones({2}).to(Device::opencl(0)), Error);
+  CHECK_THROWS_AS(Device::parse("tpu"), Error);
+  CHECK_THROWS_AS(gelu(ones({1}), "fast"), Error);
+  CHECK_THROWS_AS(ones({2}, DType::i64).requires_grad_(), Error);
+}
+
+TEST_CASE("printing") {
+  std::string s = fmt::format("{}", tensor({1.0, 2.5}));
+  CHECK(s == "tensor([1.0000, 2.5000])");
+  CHECK(fmt::format("{}", arange(3)) == "tensor([0, 1, 2], dtype=int64)");
+  Tensor x = ones({2}, TensorOptions().requires_grad());
+  CHECK(fmt::format("{}", x * 2.0).find("grad_fn=mul_scalar") != std::string::npos);
+}
+
+TEST_CASE("reductions and argmax values") {
+  Tensor x = from_vector(std::vector<double>{1, 5, 3, 4, 2, 6}, {2, 3});
+  CHECK(sum(x).item() == 21.0);
+  CHECK(sum(x, {1}).to_vector<double>() == std::vector<double>{9, 12});
+  CHECK(mean(x, {0}, true).shape() == Shape{1, 3});
+  CHECK(amax(x, {1}).to_vector<double>() == std::vector<double>{5, 6});
+  CHECK(amin(x).item() == 1.0);
+  CHECK(argmax(x, 1).to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+  CHECK(var(x, {1}).to_vector<double>()[0] == doctest::Approx(4.0));
+  CHECK(logsumexp(x, {1}).to_vector<double>()[0] == doctest::Approx(std::log(std::exp(1) + std::exp(5) + std::exp(3))));
+}
