@@ -8,7 +8,6 @@
 //     matching edge, and free saved tensors unless retain_graph.
 // AccumulateGrad nodes add into leaf.grad; in grad() mode they only capture.
 #include <queue>
-#include <unordered_map>
 
 #include "autograd/functions.h"
 #include "autograd/node.h"
@@ -36,48 +35,55 @@ void run_engine(const std::vector<Tensor>& roots, const std::vector<Tensor>& roo
   // As in PyTorch, create_graph implies retain_graph: the new graph refers to the old nodes.
   retain_graph = retain_graph || create_graph;
   GradModeGuard mode(create_graph);
-  std::unordered_map<Node*, int> deps;
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
-  std::vector<std::shared_ptr<Node>> keep_alive;  // nodes stay alive while the walk runs
-
-  // 1. discover nodes and count dependencies
+  // 1. discover nodes and count dependencies (state kept in the nodes: engine_*)
+  std::vector<std::shared_ptr<Node>> nodes;  // every node of this walk, kept alive
   std::vector<Node*> stack;
+  auto visit = [&](const std::shared_ptr<Node>& n) {
+    if (n->engine_seen) return;
+    n->engine_seen = true;
+    n->engine_deps = 0;
+    n->engine_grads.clear();
+    nodes.push_back(n);
+    stack.push_back(n.get());
+  };
   for (const Tensor& r : roots) {
     Edge e = gradient_edge(r);
-    if (e.node && !deps.count(e.node.get())) {
-      deps[e.node.get()] = 0;
-      stack.push_back(e.node.get());
-      keep_alive.push_back(e.node);
-    }
+    if (e.node) visit(e.node);
   }
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (const Edge& e : n->next_edges) {
       if (!e.node) continue;
-      auto [it, fresh] = deps.try_emplace(e.node.get(), 0);
-      ++it->second;
-      if (fresh) stack.push_back(e.node.get());
+      visit(e.node);
+      ++e.node->engine_deps;
     }
   }
+  struct Reset {  // leave nodes clean even if a backward function throws
+    std::vector<std::shared_ptr<Node>>& ns;
+    ~Reset() {
+      for (auto& n : ns) {
+        n->engine_seen = false;
+        n->engine_grads.clear();
+      }
+    }
+  } reset{nodes};
   // 2. seed
   for (size_t i = 0; i < roots.size(); ++i) {
     Edge e = gradient_edge(roots[i]);
     if (!e.node) continue;
-    auto& buf = buffers[e.node.get()];
-    buf.resize(e.node->num_outputs);
-    accumulate(buf[e.input_nr], root_grads[i]);
+    e.node->engine_grads.resize(e.node->num_outputs);
+    accumulate(e.node->engine_grads[e.input_nr], root_grads[i]);
   }
-  // 3. walk
+  // 3. walk: a ready node with the highest sequence number (latest created) runs first
   auto later_first = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
   std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
-  for (auto& [n, d] : deps)
-    if (d == 0) ready.push(n);
+  for (auto& n : nodes)
+    if (n->engine_deps == 0) ready.push(n.get());
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
-    std::vector<Tensor> grads = std::move(buffers[n]);
-    buffers.erase(n);
+    std::vector<Tensor> grads = std::move(n->engine_grads);
     grads.resize(n->num_outputs);
     if (captures) {
       for (const Capture& c : *captures)
@@ -91,11 +97,11 @@ void run_engine(const std::vector<Tensor>& roots, const std::vector<Tensor>& roo
       const Edge& e = n->next_edges[i];
       if (!e.node) continue;
       if (i < outs.size() && outs[i].defined()) {
-        auto& buf = buffers[e.node.get()];
+        auto& buf = e.node->engine_grads;
         buf.resize(e.node->num_outputs);
         accumulate(buf[e.input_nr], outs[i]);
       }
-      if (--deps[e.node.get()] == 0) ready.push(e.node.get());
+      if (--e.node->engine_deps == 0) ready.push(e.node.get());
     }
   }
 }
@@ -168,30 +174,38 @@ SavedTensor SavedTensor::input(const Tensor& t) {
 
 SavedTensor SavedTensor::output(const Tensor& t, const std::shared_ptr<Node>& producer) {
   SavedTensor s;
-  auto impl = std::make_shared<TensorImpl>(*t.impl());
-  impl->grad_fn = nullptr;
-  impl->grad = nullptr;
-  impl->grad_accumulator.reset();
-  impl->requires_grad = false;
-  s.data_ = std::move(impl);
+  const TensorImpl& i = *t.impl();
+  s.storage_ = i.storage;
+  s.shape_ = i.shape;
+  s.strides_ = i.strides;
+  s.offset_ = i.offset;
+  s.dtype_ = i.dtype;
   s.producer_ = producer;
-  s.output_nr_ = t.impl()->output_nr;
-  s.version_ = t.storage()->version();
+  s.output_nr_ = i.output_nr;
+  s.version_ = i.storage->version();
   s.is_output_ = true;
   return s;
 }
 
 Tensor SavedTensor::unpack(const char* op, bool with_graph) const {
-  GRAFT_ASSERT(data_ != nullptr);
-  GRAFT_CHECK(data_->storage->version() == version_,
+  GRAFT_ASSERT(defined());
+  const StoragePtr& st = is_output_ ? storage_ : data_->storage;
+  GRAFT_CHECK(st->version() == version_,
               "{}: a tensor saved for backward was modified by an in-place operation (version {} "
               "now, {} when saved); hint: use an out-of-place op or .clone() before modifying",
-              op, data_->storage->version(), version_);
-  if (!is_output_ || !with_graph) return Tensor(data_);
-  auto impl = std::make_shared<TensorImpl>(*data_);
-  impl->grad_fn = producer_.lock();
-  impl->output_nr = output_nr_;
-  impl->requires_grad = impl->grad_fn != nullptr;
+              op, st->version(), version_);
+  if (!is_output_) return Tensor(data_);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = storage_;
+  impl->shape = shape_;
+  impl->strides = strides_;
+  impl->offset = offset_;
+  impl->dtype = dtype_;
+  if (with_graph) {
+    impl->grad_fn = producer_.lock();
+    impl->output_nr = output_nr_;
+    impl->requires_grad = impl->grad_fn != nullptr;
+  }
   return Tensor(impl);
 }
 

@@ -27,10 +27,16 @@ class SavedTensor {
   static SavedTensor output(const Tensor& t, const std::shared_ptr<Node>& producer);
   // The saved tensor; with_graph: reattached to its producer (for create_graph).
   Tensor unpack(const char* op, bool with_graph) const;
-  bool defined() const { return data_ != nullptr; }
+  bool defined() const { return data_ != nullptr || storage_ != nullptr; }
 
  private:
-  std::shared_ptr<TensorImpl> data_;
+  std::shared_ptr<TensorImpl> data_;  // inputs: the tensor itself
+  // outputs: the data only (no TensorImpl copy at save time: saving must be cheap)
+  StoragePtr storage_;
+  Shape shape_;
+  Strides strides_;
+  int64_t offset_ = 0;
+  DType dtype_ = DType::f32;
   std::weak_ptr<Node> producer_;
   uint32_t version_ = 0;
   uint32_t output_nr_ = 0;
@@ -67,6 +73,11 @@ class Node {
 
   std::vector<Edge> next_edges;
   uint32_t num_outputs = 1;
+
+  // Scratch state of the engine during one backward walk (avoids hash maps per node).
+  int engine_deps = 0;
+  bool engine_seen = false;
+  std::vector<Tensor> engine_grads;
 
  private:
   const char* name_;

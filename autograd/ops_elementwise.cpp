@@ -83,8 +83,12 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
   Shape s = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor y = Tensor::empty(s, like(a));
   detail::need(be.binary, name, a)(op, a.kview().broadcast_to(s), b.kview().broadcast_to(s), y.kview());
-  if (auto n = record(name, {a, b}, [op](BackwardCtx& c) -> std::vector<Tensor> {
-        Tensor a = c.saved_tensor(0), b = c.saved_tensor(1), y = c.saved_tensor(2);
+  const bool light = op == BinaryOp::add || op == BinaryOp::sub;  // needs only the shapes
+  Shape sa = a.shape(), sb = b.shape();
+  if (auto n = record(name, {a, b}, [op, light, sa, sb](BackwardCtx& c) -> std::vector<Tensor> {
+        Tensor a, b, y;
+        if (!light) a = c.saved_tensor(0), b = c.saved_tensor(1);
+        if (op == BinaryOp::pow) y = c.saved_tensor(2);
         const Tensor& dy = c.grad();
         Tensor da, db;
         switch (op) {
@@ -116,14 +120,10 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
             if (c.needs(1)) db = dy * gt(a, b).to(dy.dtype());
             break;
         }
-        return {c.needs(0) ? sum_to(da, a.shape()) : Tensor(),
-                c.needs(1) ? sum_to(db, b.shape()) : Tensor()};
+        return {c.needs(0) ? sum_to(da, sa) : Tensor(), c.needs(1) ? sum_to(db, sb) : Tensor()};
       })) {
-    bool keep_inputs = op != BinaryOp::add && op != BinaryOp::sub;
-    // add/sub need only shapes; keep light placeholders (shape-only views) for them
-    n->saved = {SavedTensor::input(keep_inputs ? a : a.detach()),
-                SavedTensor::input(keep_inputs ? b : b.detach()),
-                op == BinaryOp::pow ? SavedTensor::output(y, n) : SavedTensor::input(a.detach())};
+    if (!light) n->saved = {SavedTensor::input(a), SavedTensor::input(b)};
+    if (op == BinaryOp::pow) n->saved.push_back(SavedTensor::output(y, n));
     set_history(y, n);
   }
   return y;

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/random.h"  // before tensor.h, which uses Generator
 #include "autograd/case_util.h"
 #include "autograd/dispatch.h"
 #include "autograd/functions.h"

@@ -1,7 +1,6 @@
 // Random ops: dropout. The mask comes from the counter-based generator (ops/random.h), so a
 // fixed seed gives the same mask on every device and thread count; y = x * mask is an ordinary
 // mul, which gives the backward (dx = dy * mask) and every higher derivative.
-#include "ops/random.h"  // before tensor.h, which uses Generator
 #include "autograd/case_util.h"
 #include "autograd/dispatch.h"
 #include "autograd/functions.h"

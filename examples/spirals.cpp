@@ -15,14 +15,14 @@
 
 using namespace graft;
 
-// 2 * n points: spiral c (class 0 or 1) is r -> (r cos(a), r sin(a)), a = 3.5 pi r + c pi,
-// for r in (0, 1], plus a little Gaussian noise.
+// 2 * n points: spiral c (class 0 or 1) is r -> (r cos(a), r sin(a)), a = 5 pi r + c pi,
+// for r in (0.1, 1] (about 2.25 turns each), plus a little Gaussian noise.
 void make_spirals(int n, double noise, Generator& gen, Tensor& x, Tensor& y) {
   std::vector<double> points;
   std::vector<int64_t> labels;
   for (int c = 0; c < 2; ++c)
     for (int i = 1; i <= n; ++i) {
-      double r = double(i) / n, a = 3.5 * std::numbers::pi * r + c * std::numbers::pi;
+      double r = 0.1 + 0.9 * i / n, a = 5 * std::numbers::pi * r + c * std::numbers::pi;
       points.insert(points.end(), {r * std::cos(a), r * std::sin(a)});
       labels.push_back(c);
     }
@@ -74,7 +74,7 @@ void plot(const Mlp& model, const Tensor& x, const Tensor& y) {
 }
 
 int main() {
-  const int points_per_class = 200, max_epochs = 3000, log_every = 100;
+  const int points_per_class = 200, max_epochs = 2000, log_every = 50;
   const double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 
   Generator gen(42);

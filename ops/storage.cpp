@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <new>
+#include <vector>
 
 #include "ops/error.h"
 #include "ops/random.h"
@@ -9,6 +10,61 @@
 namespace graft {
 
 namespace {
+
+// A small per-thread cache of freed CPU blocks in power-of-two size classes (64 B .. 64 KiB),
+// so that the many tiny tensors of an eager graph do not pay malloc/memalign each time.
+// Disabled under AddressSanitizer so that use-after-free stays detectable.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCacheBlocks = false;
+#else
+constexpr bool kCacheBlocks = true;
+#endif
+constexpr int kClasses = 11;  // 64 << 10 = 64 KiB
+constexpr int kMaxPerClass = 64;
+
+struct BlockCache {
+  std::vector<void*> free[kClasses];
+  ~BlockCache() {
+    for (auto& v : free)
+      for (void* p : v) std::free(p);
+  }
+};
+thread_local BlockCache t_cache;
+
+int size_class(size_t n) {
+  int c = 0;
+  size_t s = 64;
+  while (s < n) s <<= 1, ++c;
+  return c;
+}
+
+void* cpu_alloc(size_t nbytes) {
+  int c = size_class(nbytes);
+  if (kCacheBlocks && c < kClasses) {
+    auto& v = t_cache.free[c];
+    if (!v.empty()) {
+      void* p = v.back();
+      v.pop_back();
+      return p;
+    }
+    void* p = std::aligned_alloc(64, size_t(64) << c);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void* p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void cpu_free(void* p, size_t nbytes) {
+  int c = size_class(nbytes);
+  if (kCacheBlocks && c < kClasses && t_cache.free[c].size() < kMaxPerClass) {
+    t_cache.free[c].push_back(p);
+    return;
+  }
+  std::free(p);
+}
+
 struct DeviceAllocator {
   void* (*alloc)(size_t, Device) = nullptr;
   Storage::Deleter del = nullptr;
@@ -23,9 +79,7 @@ void Storage::set_device_allocator(Device::Kind kind, void* (*alloc)(size_t, Dev
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device.is_cpu()) {
-    size_t n = (nbytes + 63) / 64 * 64;
-    data_ = std::aligned_alloc(64, n ? n : 64);
-    if (!data_) throw std::bad_alloc();
+    data_ = cpu_alloc(nbytes ? nbytes : 1);
   } else {
     GRAFT_CHECK(g_opencl_alloc.alloc, "cannot allocate on {}: graft was built without OpenCL or "
                 "no OpenCL device is available; hint: use Device::cpu()", device.str());
@@ -35,7 +89,7 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 
 Storage::~Storage() {
   if (device_.is_cpu())
-    std::free(data_);
+    cpu_free(data_, nbytes_ ? nbytes_ : 1);
   else if (g_opencl_alloc.del)
     g_opencl_alloc.del(data_, device_);
 }

@@ -11,9 +11,11 @@
 // destination element is owned by one thread and sees its additions in the same order as the
 // reference — the result does not depend on the thread count.
 //
-// Bounds: the caller checks indices, but these kernels must never write out of bounds, so each
-// kernel validates and throws graft::Error (op, index, valid range). The fast kernels validate
-// before any write (no exception can escape an OpenMP region, and dst stays untouched).
+// Bounds: the caller checks indices and shapes, but these kernels must never write out of
+// bounds, so each kernel checks them too and throws graft::Error (op, index, valid range).
+// The fast kernels validate every index before any write (no exception may leave an OpenMP
+// region, and dst stays untouched); so do the reference index_select / index_add, while the
+// reference gather / scatter_add check each index just before using it.
 #include <omp.h>
 
 #include <algorithm>
@@ -103,6 +105,33 @@ bool same_except(const Shape& a, const Shape& b, int dim) {
   return true;
 }
 
+// Shape contracts (ops/kernels.h). The caller guarantees them, but a mismatch would make the
+// fast kernels read or write outside the buffers, so each is checked once per call.
+void check_dim(const char* op, int dim, const TensorView& v) {
+  GRAFT_CHECK(dim >= 0 && dim < v.rank(), "{}: dim {} out of range for shape {}", op, dim,
+              v.shape);
+}
+// index_select / index_add: `sel` is `full` with dim -> K (the number of indices).
+void check_selected(const char* op, const TensorView& full, int dim, int64_t K,
+                    const TensorView& sel, const char* full_name, const char* sel_name) {
+  check_dim(op, dim, full);
+  Shape expect = full.shape;
+  expect[dim] = K;
+  GRAFT_CHECK(sel.shape == expect, "{}: {} has shape {}, expected {} ({} {} with dim {} -> {})",
+              op, sel_name, sel.shape, expect, full_name, full.shape, dim, K);
+}
+// gather / scatter_add: same rank, and index no larger than `other` outside dim.
+// (scatter_add's src must also cover index along dim: pass skip_dim = false.)
+void check_index_fits(const char* op, const TensorView& index, int dim, const TensorView& other,
+                      const char* other_name, bool skip_dim = true) {
+  check_dim(op, dim, other);
+  bool ok = index.rank() == other.rank();
+  for (int d = 0; ok && d < index.rank(); ++d)
+    ok = (skip_dim && d == dim) || index.shape[d] <= other.shape[d];
+  GRAFT_CHECK(ok, "{}: index of shape {} does not fit {} of shape {}{}", op, index.shape,
+              other_name, other.shape, skip_dim ? fmt::format(" outside dim {}", dim) : "");
+}
+
 // Contiguous index values: the pointer itself, or a packed copy in `storage`.
 const int64_t* contiguous_index(const TensorView& index, std::vector<int64_t>& storage) {
   if (index.is_contiguous()) return index.ptr<int64_t>();
@@ -115,7 +144,8 @@ template <class T> void add_row(T* d, const T* s, int64_t n) {
   using B = xsimd::batch<T>;
   constexpr int64_t W = B::size;
   int64_t j = 0;
-  for (; j + W <= n; j += W) (B::load_unaligned(d + j) + B::load_unaligned(s + j)).store_unaligned(d + j);
+  for (; j + W <= n; j += W)
+    (B::load_unaligned(d + j) + B::load_unaligned(s + j)).store_unaligned(d + j);
   for (; j < n; ++j) d[j] += s[j];
 }
 
@@ -161,13 +191,26 @@ void index_add_rows(T* d, const T* s, const int64_t* idx, PSQ dst, int64_t K) {
 // o[p, j, q] = s[p, idx[p, j, q], q];  s [P, S, Q], idx / o [P, J, Q]
 template <class T> void gather_rows(const T* s, const int64_t* idx, T* o, PSQ ix, int64_t S) {
   const int64_t P = ix.P, J = ix.S, Q = ix.Q;
-#pragma omp parallel for schedule(static) if (P * J * Q >= kParallelGrain)
-  for (int64_t r = 0; r < P * J; ++r) {
-    const T* sp = s + (r / J) * S * Q;
-    const int64_t* ir = idx + r * Q;
-    T* orow = o + r * Q;
-    for (int64_t q = 0; q < Q; ++q) orow[q] = sp[ir[q] * Q + q];
+  if (Q == 1) {
+    // Gather along the last dim (e.g. picking target logits): one plain gather per row.
+#pragma omp parallel for schedule(static) if (P * J >= kParallelGrain)
+    for (int64_t p = 0; p < P; ++p) {
+      const T* sp = s + p * S;
+      const int64_t* ir = idx + p * J;
+      T* orow = o + p * J;
+      for (int64_t j = 0; j < J; ++j) orow[j] = sp[ir[j]];
+    }
+    return;
   }
+  // collapse(2): threads share the (p, j) rows even when P is 1 (dim 0).
+#pragma omp parallel for collapse(2) schedule(static) if (P * J * Q >= kParallelGrain)
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t j = 0; j < J; ++j) {
+      const T* sp = s + p * S * Q;
+      const int64_t* ir = idx + (p * J + j) * Q;
+      T* orow = o + (p * J + j) * Q;
+      for (int64_t q = 0; q < Q; ++q) orow[q] = sp[ir[q] * Q + q];
+    }
 }
 
 // d[p, idx[p, j, q], q] += s[p, j, q];  d [P, S, Q], idx / s [P, J, Q]
@@ -182,6 +225,12 @@ void scatter_add_rows(T* d, const int64_t* idx, const T* s, PSQ ix, int64_t S) {
     const int64_t p = t / cc.n_chunks, q0 = (t % cc.n_chunks) * cc.chunk;
     const int64_t q1 = std::min(Q, q0 + cc.chunk);
     T* dp = d + p * S * Q;
+    if (Q == 1) {  // scatter along the last dim: a plain scatter per row
+      const int64_t* ir = idx + p * J;
+      const T* sr = s + p * J;
+      for (int64_t j = 0; j < J; ++j) dp[ir[j]] += sr[j];
+      continue;
+    }
     for (int64_t j = 0; j < J; ++j) {
       const int64_t* ir = idx + (p * J + j) * Q;
       const T* sr = s + (p * J + j) * Q;
@@ -192,9 +241,11 @@ void scatter_add_rows(T* d, const int64_t* idx, const T* s, PSQ ix, int64_t S) {
 
 }  // namespace
 
-void index_select(const TensorView& src_, int dim, const TensorView& index, const TensorView& out_) {
+void index_select(const TensorView& src_, int dim, const TensorView& index,
+                  const TensorView& out_) {
   check_dtypes("index_select", index, src_, out_);
   const TensorView src = at_least_1d(src_), out = at_least_1d(out_);
+  check_selected("index_select", src, dim, index.numel(), out, "src", "out");
   if (!src.is_contiguous() || !out.is_contiguous())
     return ref::index_select(src_, dim, index, out_);
   // src [P, S, Q] -> out [P, K, Q]
@@ -218,6 +269,7 @@ void index_select(const TensorView& src_, int dim, const TensorView& index, cons
 void index_add(const TensorView& dst_, int dim, const TensorView& index, const TensorView& src_) {
   check_dtypes("index_add", index, dst_, src_);
   const TensorView dst = at_least_1d(dst_), src = at_least_1d(src_);
+  check_selected("index_add", dst, dim, index.numel(), src, "dst", "src");
   if (!dst.is_contiguous() || !src.is_contiguous())
     return ref::index_add(dst_, dim, index, src_);
   // dst [P, S, Q] += scattered src [P, K, Q]
@@ -232,7 +284,11 @@ void index_add(const TensorView& dst_, int dim, const TensorView& index, const T
 
 void gather(const TensorView& src_, int dim, const TensorView& index_, const TensorView& out_) {
   check_dtypes("gather", index_, src_, out_);
-  const TensorView src = at_least_1d(src_), index = at_least_1d(index_), out = at_least_1d(out_);
+  const TensorView src = at_least_1d(src_), index = at_least_1d(index_);
+  const TensorView out = at_least_1d(out_);
+  check_index_fits("gather", index, dim, src, "src");
+  GRAFT_CHECK(out.shape == index.shape, "gather: out has shape {}, expected the index shape {}",
+              out.shape, index.shape);
   // Fast path: everything contiguous and src shaped like index except along dim.
   if (!src.is_contiguous() || !index.is_contiguous() || !out.is_contiguous() ||
       !same_except(src.shape, index.shape, dim))
@@ -245,9 +301,13 @@ void gather(const TensorView& src_, int dim, const TensorView& index_, const Ten
                      [&] { gather_rows(src.ptr<T>(), idx, out.ptr<T>(), iv, S); });
 }
 
-void scatter_add(const TensorView& dst_, int dim, const TensorView& index_, const TensorView& src_) {
+void scatter_add(const TensorView& dst_, int dim, const TensorView& index_,
+                 const TensorView& src_) {
   check_dtypes("scatter_add", index_, dst_, src_);
-  const TensorView dst = at_least_1d(dst_), index = at_least_1d(index_), src = at_least_1d(src_);
+  const TensorView dst = at_least_1d(dst_), index = at_least_1d(index_);
+  const TensorView src = at_least_1d(src_);
+  check_index_fits("scatter_add", index, dim, dst, "dst");
+  check_index_fits("scatter_add", index, dim, src, "src", /*skip_dim=*/false);
   if (!dst.is_contiguous() || !index.is_contiguous() || !src.is_contiguous() ||
       !(src.shape == index.shape) || !same_except(dst.shape, index.shape, dim))
     return ref::scatter_add(dst_, dim, index_, src_);
@@ -265,9 +325,11 @@ void scatter_add(const TensorView& dst_, int dim, const TensorView& index_, cons
 
 namespace ref {
 
-void index_select(const TensorView& src_, int dim, const TensorView& index, const TensorView& out_) {
+void index_select(const TensorView& src_, int dim, const TensorView& index,
+                  const TensorView& out_) {
   check_dtypes("index_select", index, src_, out_);
   const TensorView src = at_least_1d(src_), out = at_least_1d(out_);
+  check_selected("index_select", src, dim, index.numel(), out, "src", "out");
   const std::vector<int64_t> idx = read_index(index);
   check_indices("index_select", idx.data(), idx.size(), dim, src.shape[dim]);
   GRAFT_DISPATCH_ALL(src.dtype, "index_select", T, [&] {
@@ -285,6 +347,7 @@ void index_select(const TensorView& src_, int dim, const TensorView& index, cons
 void index_add(const TensorView& dst_, int dim, const TensorView& index, const TensorView& src_) {
   check_dtypes("index_add", index, dst_, src_);
   const TensorView dst = at_least_1d(dst_), src = at_least_1d(src_);
+  check_selected("index_add", dst, dim, index.numel(), src, "dst", "src");
   const std::vector<int64_t> idx = read_index(index);
   check_indices("index_add", idx.data(), idx.size(), dim, dst.shape[dim]);
   GRAFT_DISPATCH_FLOAT(dst.dtype, "index_add", T, [&] {
@@ -301,7 +364,11 @@ void index_add(const TensorView& dst_, int dim, const TensorView& index, const T
 
 void gather(const TensorView& src_, int dim, const TensorView& index_, const TensorView& out_) {
   check_dtypes("gather", index_, src_, out_);
-  const TensorView src = at_least_1d(src_), index = at_least_1d(index_), out = at_least_1d(out_);
+  const TensorView src = at_least_1d(src_), index = at_least_1d(index_);
+  const TensorView out = at_least_1d(out_);
+  check_index_fits("gather", index, dim, src, "src");
+  GRAFT_CHECK(out.shape == index.shape, "gather: out has shape {}, expected the index shape {}",
+              out.shape, index.shape);
   const int64_t* ip = index.ptr<int64_t>();
   GRAFT_DISPATCH_ALL(src.dtype, "gather", T, [&] {
     const T* s = src.ptr<T>();
@@ -317,9 +384,13 @@ void gather(const TensorView& src_, int dim, const TensorView& index_, const Ten
   });
 }
 
-void scatter_add(const TensorView& dst_, int dim, const TensorView& index_, const TensorView& src_) {
+void scatter_add(const TensorView& dst_, int dim, const TensorView& index_,
+                 const TensorView& src_) {
   check_dtypes("scatter_add", index_, dst_, src_);
-  const TensorView dst = at_least_1d(dst_), index = at_least_1d(index_), src = at_least_1d(src_);
+  const TensorView dst = at_least_1d(dst_), index = at_least_1d(index_);
+  const TensorView src = at_least_1d(src_);
+  check_index_fits("scatter_add", index, dim, dst, "dst");
+  check_index_fits("scatter_add", index, dim, src, "src", /*skip_dim=*/false);
   const int64_t* ip = index.ptr<int64_t>();
   GRAFT_DISPATCH_FLOAT(dst.dtype, "scatter_add", T, [&] {
     T* d = dst.ptr<T>();

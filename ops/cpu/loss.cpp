@@ -7,6 +7,7 @@
 // Subtracting the row max keeps exp() in (0, 1], so large logits neither overflow nor lose the
 // small classes. The forward saves logp so the backward needs only one exp per element.
 // Fast kernels: xsimd rows, OpenMP over rows. Reference: scalar, double accumulation.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -21,9 +22,11 @@ struct CeArgs {
   int64_t N, V;
 };
 
-// Shapes and dtypes shared by both directions; returns N and V.
+// Shapes, dtypes and label smoothing, shared by both directions; returns N and V.
+// scores: logits or logp [N, V]; rows: loss or dloss [N]; out: logp or dlogits [N, V].
 CeArgs check_ce(const char* op, const TensorView& scores, const TensorView& target,
-                const TensorView& rows, const TensorView& out) {
+                const TensorView& rows, const TensorView& out, double ls) {
+  GRAFT_CHECK(ls >= 0 && ls < 1, "{}: label_smoothing must be in [0, 1), got {}", op, ls);
   GRAFT_CHECK(scores.rank() == 2, "{}: expected logits of shape [N, V], got {}", op,
               scores.shape);
   GRAFT_CHECK(target.dtype == DType::i64, "{}: target must be int64, got {}", op, target.dtype);
@@ -96,8 +99,9 @@ template <class T> T log_softmax_row(const T* x, T* lp, int64_t V) {
   return sum;
 }
 
+// x, lp: [N, V] with row strides xs, lps (unit column stride); tgt, loss: [N] with strides.
 template <class T>
-void ce_forward(const T* x, int64_t xs, const int64_t* tgt, int64_t ts, T* loss, int64_t ls_,
+void ce_forward(const T* x, int64_t xs, const int64_t* tgt, int64_t ts, T* loss, int64_t loss_s,
                 T* lp, int64_t lps, int64_t N, int64_t V, int64_t ignore_index, double ls) {
   const T keep = T(1 - ls), spread = T(ls / double(V));
 #pragma omp parallel for schedule(static) if (N * V >= kParallelGrain)
@@ -105,10 +109,11 @@ void ce_forward(const T* x, int64_t xs, const int64_t* tgt, int64_t ts, T* loss,
     T* lrow = lp + n * lps;
     const T sum = log_softmax_row(x + n * xs, lrow, V);
     const int64_t t = tgt[n * ts];
-    loss[n * ls_] = t == ignore_index ? T(0) : -keep * lrow[t] - spread * sum;
+    loss[n * loss_s] = t == ignore_index ? T(0) : -keep * lrow[t] - spread * sum;
   }
 }
 
+// lp, dx: [N, V] with row strides lps, dxs; tgt, dloss: [N] with strides (ds may be 0).
 template <class T>
 void ce_backward(const T* lp, int64_t lps, const int64_t* tgt, int64_t ts, const T* dloss,
                  int64_t ds, T* dx, int64_t dxs, int64_t N, int64_t V, int64_t ignore_index,
@@ -138,7 +143,7 @@ void ce_backward(const T* lp, int64_t lps, const int64_t* tgt, int64_t ts, const
 
 void cross_entropy(const TensorView& logits, const TensorView& target, int64_t ignore_index,
                    double label_smoothing, const TensorView& loss, const TensorView& logp) {
-  const auto [N, V] = check_ce("cross_entropy", logits, target, loss, logp);
+  const auto [N, V] = check_ce("cross_entropy", logits, target, loss, logp, label_smoothing);
   // Rows must be unit-stride for the vector loads; anything else takes the reference path.
   if (logits.strides[1] != 1 || logp.strides[1] != 1)
     return ref::cross_entropy(logits, target, ignore_index, label_smoothing, loss, logp);
@@ -153,7 +158,8 @@ void cross_entropy(const TensorView& logits, const TensorView& target, int64_t i
 void cross_entropy_backward(const TensorView& logp, const TensorView& target,
                             int64_t ignore_index, double label_smoothing,
                             const TensorView& dloss, const TensorView& dlogits) {
-  const auto [N, V] = check_ce("cross_entropy_backward", logp, target, dloss, dlogits);
+  const auto [N, V] =
+      check_ce("cross_entropy_backward", logp, target, dloss, dlogits, label_smoothing);
   if (logp.strides[1] != 1 || dlogits.strides[1] != 1)
     return ref::cross_entropy_backward(logp, target, ignore_index, label_smoothing, dloss,
                                        dlogits);
@@ -172,7 +178,7 @@ namespace ref {
 
 void cross_entropy(const TensorView& logits, const TensorView& target, int64_t ignore_index,
                    double label_smoothing, const TensorView& loss, const TensorView& logp) {
-  const auto [N, V] = check_ce("cross_entropy", logits, target, loss, logp);
+  const auto [N, V] = check_ce("cross_entropy", logits, target, loss, logp, label_smoothing);
   check_targets("cross_entropy", target, N, V, ignore_index);
   const double ls = label_smoothing;
   GRAFT_DISPATCH_FLOAT(logits.dtype, "cross_entropy", T, [&] {
@@ -206,7 +212,8 @@ void cross_entropy(const TensorView& logits, const TensorView& target, int64_t i
 void cross_entropy_backward(const TensorView& logp, const TensorView& target,
                             int64_t ignore_index, double label_smoothing,
                             const TensorView& dloss, const TensorView& dlogits) {
-  const auto [N, V] = check_ce("cross_entropy_backward", logp, target, dloss, dlogits);
+  const auto [N, V] =
+      check_ce("cross_entropy_backward", logp, target, dloss, dlogits, label_smoothing);
   check_targets("cross_entropy_backward", target, N, V, ignore_index);
   const double ls = label_smoothing;
   GRAFT_DISPATCH_FLOAT(logp.dtype, "cross_entropy_backward", T, [&] {

@@ -76,7 +76,8 @@ inline double normal_from(uint32_t r0, uint32_t r1) {
 }
 
 // out[0..n) = draw(seed, offset + i) for a contiguous out, in parallel chunks.
-template <class T, bool kNormal> void fill_random(T* out, int64_t n, uint64_t seed, uint64_t offset) {
+template <class T, bool kNormal>
+void fill_random(T* out, int64_t n, uint64_t seed, uint64_t offset) {
   const int64_t n_chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
   for (int64_t c = 0; c < n_chunks; ++c) {

@@ -84,8 +84,17 @@ TEST_CASE("embedding: gradient counts repeated ids; padding_idx rows get none") 
   sum(embedding(w3, idx, -1)).backward();
   check_values(w3.grad(), {1, 1, 3, 3, 1, 1, 0, 0});
 
-  CHECK(gradcheck([&](const std::vector<Tensor>& in) { return embedding(in[0], idx, 1); },
-                  {f64({0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}, {4, 2}, true)}));
+  // Finite differences see the padding row used in the forward, so gradcheck disagrees on
+  // it (by design); with the padded outputs zeroed the function matches the padding rule.
+  Tensor w4 = f64({0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}, {4, 2}, true);
+  auto plain = [&](const std::vector<Tensor>& in) { return embedding(in[0], idx, 1); };
+  CHECK_FALSE(gradcheck(plain, {w4}));
+  Tensor pad_mask = eq(idx, full(Shape{}, 1.0, DType::i64)).unsqueeze(-1);
+  auto masked = [&](const std::vector<Tensor>& in) {
+    return masked_fill(embedding(in[0], idx, 1), pad_mask, 0.0);
+  };
+  CHECK(gradcheck(masked, {w4}));
+  CHECK(gradgradcheck(masked, {w4}));
 }
 
 TEST_CASE("embedding: bad indices and dtypes raise graft::Error") {
@@ -327,11 +336,11 @@ TEST_CASE("op-table cases of the index, loss and random ops pass gradcheck and g
     CHECK(!cs.empty());
     for (const OpCase& c : cs) {
       INFO(c.label);
-      GradcheckResult r = gradcheck(c.fn, c.inputs);
+      GradcheckResult r = gradcheck(c.fn, c.inputs, c.eps, c.atol);
       INFO(r.message);
       CHECK(r.ok);
       if (c.double_backward) {
-        GradcheckResult r2 = gradgradcheck(c.fn, c.inputs);
+        GradcheckResult r2 = gradgradcheck(c.fn, c.inputs, c.eps, c.atol);
         INFO(r2.message);
         CHECK(r2.ok);
       }

@@ -88,7 +88,8 @@ void check_values(const Buf& b, std::vector<double> expect) {
 }
 
 bool same_bytes(const Buf& a, const Buf& b) {
-  return a.mem->size() == b.mem->size() && std::memcmp(a.mem->data(), b.mem->data(), a.mem->size()) == 0;
+  return a.mem->size() == b.mem->size() &&
+         std::memcmp(a.mem->data(), b.mem->data(), a.mem->size()) == 0;
 }
 
 Shape with_dim(Shape s, int dim, int64_t size) {
@@ -412,4 +413,25 @@ TEST_CASE("index: non-int64 index and mismatched dtypes are rejected") {
   Buf ib(Shape{5, 3}, DType::i64);
   Buf isrc(Shape{2, 3}, DType::i64);
   CHECK_THROWS_AS(cpu::index_add(ib.v, 0, idx.v, isrc.v), graft::Error);  // index_add: floats only
+}
+
+TEST_CASE("index: shapes that break the contract are rejected, not overrun") {
+  for (const Kernels* be : {&kFast, &kRef}) {
+    CAPTURE(be->name);
+    Buf src = Buf(Shape{5, 3}, DType::f32).rand(0, 1);
+    Buf idx = from({2}, DType::i64, {0, 1});
+    Buf small(Shape{1, 3}, DType::f32), wide(Shape{2, 4}, DType::f32);
+    check_error([&] { be->index_select(src.v, 0, idx.v, small.v); }, {"index_select", "[1, 3]"});
+    check_error([&] { be->index_add(src.v, 0, idx.v, wide.v); }, {"index_add", "[2, 4]"});
+    check_error([&] { be->index_select(src.v, 2, idx.v, small.v); }, {"index_select", "dim 2"});
+    // gather: index [2, 4] does not fit src [5, 3] outside dim 0; out must match index.
+    Buf gidx = from({2, 4}, DType::i64, {0, 0, 0, 0, 0, 0, 0, 0});
+    Buf gout(Shape{2, 4}, DType::f32);
+    check_error([&] { be->gather(src.v, 0, gidx.v, gout.v); }, {"gather", "[2, 4]"});
+    Buf gidx2 = from({2, 3}, DType::i64, {0, 0, 0, 0, 0, 0});
+    check_error([&] { be->gather(src.v, 0, gidx2.v, small.v); }, {"gather", "[1, 3]"});
+    // scatter_add: src smaller than index.
+    Buf dst = Buf(Shape{5, 3}, DType::f32).rand(0, 1);
+    check_error([&] { be->scatter_add(dst.v, 0, gidx2.v, small.v); }, {"scatter_add", "src"});
+  }
 }

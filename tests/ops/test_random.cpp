@@ -69,7 +69,8 @@ TEST_CASE("random: element i is the Philox draw for offset + i") {
 TEST_CASE("random: strided output follows row-major element order") {
   // A [4, 3] view with row stride 8 inside a 32-element buffer.
   for (FillFn fast : {FillFn(cpu::uniform), FillFn(cpu::normal)}) {
-    FillFn ref = fast == FillFn(cpu::uniform) ? FillFn(cpu::ref::uniform) : FillFn(cpu::ref::normal);
+    FillFn ref =
+        fast == FillFn(cpu::uniform) ? FillFn(cpu::ref::uniform) : FillFn(cpu::ref::normal);
     Buf a(Shape{32}, DType::f32), b(Shape{32}, DType::f32), dense(Shape{12}, DType::f32);
     graft::TensorView va = a.v, vb = b.v;
     va.shape = vb.shape = Shape{4, 3};
