@@ -8,7 +8,8 @@ struct GradMode {
   static void set_enabled(bool e) { enabled_ = e; }
 
  private:
-  static inline thread_local bool enabled_ = true;
+  // initial-exec: a plain TLS load instead of a __tls_get_addr call on every op
+  static inline thread_local bool enabled_ __attribute__((tls_model("initial-exec"))) = true;
 };
 
 // Disables recording for its scope: `{ NoGradGuard g; w.add_(dw, -lr); }`.

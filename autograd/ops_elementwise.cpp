@@ -80,9 +80,15 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
   detail::check_float(a, name);
   detail::check_same_dtype(a, b, name);
   const Backend& be = detail::backend(name, {&a, &b});
-  Shape s = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor y = Tensor::empty(s, like(a));
-  detail::need(be.binary, name, a)(op, a.kview().broadcast_to(s), b.kview().broadcast_to(s), y.kview());
+  Tensor y;
+  if (a.shape() == b.shape()) {  // common case: no broadcasting work
+    y = Tensor::empty(a.shape(), like(a));
+    detail::need(be.binary, name, a)(op, a.kview(), b.kview(), y.kview());
+  } else {
+    Shape s = broadcast_shapes(a.shape(), b.shape(), name);
+    y = Tensor::empty(s, like(a));
+    detail::need(be.binary, name, a)(op, a.kview().broadcast_to(s), b.kview().broadcast_to(s), y.kview());
+  }
   const bool light = op == BinaryOp::add || op == BinaryOp::sub;  // needs only the shapes
   Shape sa = a.shape(), sb = b.shape();
   if (auto n = record(name, {a, b}, [op, light, sa, sb](BackwardCtx& c) -> std::vector<Tensor> {

@@ -29,7 +29,7 @@ struct BlockCache {
       for (void* p : v) std::free(p);
   }
 };
-thread_local BlockCache t_cache;
+thread_local BlockCache t_cache __attribute__((tls_model("initial-exec")));
 
 int size_class(size_t n) {
   int c = 0;

@@ -127,6 +127,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A first word that is not a subcommand reads better as "unknown subcommand".
+    auto known = app.get_subcommands([&](CLI::App* s) { return argc > 1 && s->check_name(argv[1]); });
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) && argc > 1 && argv[1][0] != '-' && known.empty()) {
+      fmt::print(stderr, "graft: unknown subcommand '{}'; run 'graft --help' for the list\n",
+                 argv[1]);
+      return 2;
+    }
     int rc = app.exit(e);  // prints help/version (rc 0) or the error message
     return rc == 0 ? 0 : 2;
   }

@@ -22,7 +22,7 @@ const Backend& cpu_reference_backend() {
 
 namespace {
 const Backend* g_opencl = nullptr;
-thread_local bool t_reference = false;
+thread_local bool t_reference __attribute__((tls_model("initial-exec"))) = false;
 }  // namespace
 void set_use_reference_kernels(bool on) { t_reference = on; }
 bool use_reference_kernels() { return t_reference; }

@@ -2,9 +2,10 @@
 //
 // graft::cpu (fast): operands are collapsed to the fewest dims that describe their layouts
 // (a contiguous tensor becomes one dim of numel), then the work runs row by row over the
-// innermost dim. Rows whose operands have unit stride (or stride 0: a broadcast scalar) run an
-// xsimd loop; other rows run a strided scalar loop. Big tensors split the flat index range into
-// one chunk per thread (OpenMP); small ones never touch OpenMP.
+// innermost dim. Float math runs on xsimd batches everywhere: straight from memory where the
+// row's operands have unit stride (or stride 0: broadcast), packed into batches otherwise (see
+// simd_row). Big tensors split the flat index range into one chunk per thread (OpenMP); small
+// ones never touch OpenMP, allocate nothing and build no std::function.
 //
 // graft::cpu::ref (reference): plain scalar loops, for_each_offset on the output, any strides.
 // GCC 12 flags the deliberate "undefined" registers inside its own AVX-512 intrinsics
@@ -131,21 +132,86 @@ template <int N, class Row> void run(const Loop<N>& L, const Row& row) {
 
 template <class T> using Batch = xsimd::batch<T>;
 
-// Loads W lanes at p, or broadcasts *p when the operand is a broadcast scalar (stride 0).
-template <bool Bcast, class T> inline Batch<T> load(const T* p) {
-  if constexpr (Bcast) return Batch<T>(*p);
-  else return Batch<T>::load_unaligned(p);
+// Partial batches for the last r < W elements of a contiguous row. With AVX-512 these are
+// single masked loads/stores (lanes past r read p[0], a valid input, and are never written);
+// a staging buffer instead would cost a store-forwarding stall per operand, which is most of
+// the time of an op on a tiny tensor. Elsewhere simd_row packs tails through a buffer.
+template <class T> constexpr bool tail_masked() {
+  return XSIMD_WITH_AVX512F && sizeof(Batch<T>) == 64;
 }
+#if XSIMD_WITH_AVX512F
+inline Batch<float> load_tail(const float* p, int64_t r) {
+  return _mm512_mask_loadu_ps(_mm512_set1_ps(p[0]), __mmask16((1u << r) - 1), p);
+}
+inline Batch<double> load_tail(const double* p, int64_t r) {
+  return _mm512_mask_loadu_pd(_mm512_set1_pd(p[0]), __mmask8((1u << r) - 1), p);
+}
+inline void store_tail(const Batch<float>& v, float* p, int64_t r) {
+  _mm512_mask_storeu_ps(p, __mmask16((1u << r) - 1), v);
+}
+inline void store_tail(const Batch<double>& v, double* p, int64_t r) {
+  _mm512_mask_storeu_pd(p, __mmask8((1u << r) - 1), v);
+}
+#else
+template <class T> Batch<T> load_tail(const T* p, int64_t) { return Batch<T>(p[0]); }  // unused
+template <class T> void store_tail(const Batch<T>&, T*, int64_t) {}                     // unused
+#endif
 
-// ------------------------------------------------------------------ unary
-
-// y[0:n] = F(x[0:n]) for unit strides: SIMD body, scalar tail with the same functor.
-template <class F, class T> void unary_simd(const T* x, T* y, int64_t n, double a) {
-  constexpr int64_t W = Batch<T>::size;
+// out[k * os] = f(in[0][k * st[0]], ..., in[K-1][k * st[K-1]]) for k < n, where f maps K
+// batches to one (f(const Batch<T>* b)). Rows whose output is contiguous and whose inputs are
+// contiguous (stride 1) or broadcast (stride 0) run full batches straight from memory. The
+// rest (the tail of such rows, or any strided row) is packed W lanes at a time into aligned
+// buffers and still computed by the SIMD functor: a scalar erf/exp/tanh call costs more than
+// packing a whole batch, and fast results then never depend on where an element falls.
+template <int K, class T, class F>
+void simd_row(const T* const (&in)[K], const int64_t* st, T* out, int64_t os, int64_t n,
+              const F& f) {
+  using B = Batch<T>;
+  constexpr int64_t W = B::size;
+  B b[K];
   int64_t i = 0;
-  for (; i + W <= n; i += W) F::f(Batch<T>::load_unaligned(x + i), a).store_unaligned(y + i);
-  for (; i < n; ++i) y[i] = F::f(x[i], a);
+  bool unit = os == 1, unit_or_bcast = os == 1;
+  for (int j = 0; j < K; ++j) {
+    unit = unit && st[j] == 1;
+    unit_or_bcast = unit_or_bcast && (st[j] == 1 || st[j] == 0);
+  }
+  if (unit) {  // the common case: every operand contiguous
+    for (; i + W <= n; i += W) {
+      for (int j = 0; j < K; ++j) b[j] = B::load_unaligned(in[j] + i);
+      f(b).store_unaligned(out + i);
+    }
+  } else if (unit_or_bcast) {  // some operands broadcast along this row: load them once
+    for (int j = 0; j < K; ++j)
+      if (st[j] == 0) b[j] = B(*in[j]);
+    for (; i + W <= n; i += W) {
+      for (int j = 0; j < K; ++j)
+        if (st[j] != 0) b[j] = B::load_unaligned(in[j] + i);
+      f(b).store_unaligned(out + i);
+    }
+  }
+  if (i == n) return;
+  if (unit && tail_masked<T>()) {  // contiguous tail: masked load/store, no staging buffer
+    const int64_t r = n - i;
+    for (int j = 0; j < K; ++j) b[j] = load_tail(in[j] + i, r);
+    store_tail(f(b), out + i, r);
+    return;
+  }
+  // Packed remainder; a short tail is padded with copies of its first element (a valid input).
+  alignas(64) T buf[K][W], res[W];
+  for (; i < n; i += W) {
+    const int64_t r = std::min(W, n - i);
+    for (int j = 0; j < K; ++j) {
+      const T* p = in[j] + i * st[j];
+      B(p[0]).store_aligned(buf[j]);
+      for (int64_t k = 1; k < r; ++k) buf[j][k] = p[k * st[j]];
+      b[j] = B::load_aligned(buf[j]);
+    }
+    f(b).store_aligned(res);
+    for (int64_t k = 0; k < r; ++k) out[(i + k) * os] = res[k];
+  }
 }
+
+// ------------------------------------------------------------------ unary / binary
 
 template <class F, class T> void unary_run(double a, const TensorView& x, const TensorView& out) {
   const Strides* st[2] = {&out.strides, &x.strides};
@@ -153,25 +219,13 @@ template <class F, class T> void unary_run(double a, const TensorView& x, const 
   const T* xp = x.ptr<T>();
   T* yp = out.ptr<T>();
   run(L, [&](const int64_t* off, const int64_t* s, int64_t n) {
-    T* y = yp + off[0];
-    const T* xr = xp + off[1];
-    if (s[0] == 1 && s[1] == 1) return unary_simd<F>(xr, y, n, a);
-    for (int64_t i = 0; i < n; ++i) y[i * s[0]] = F::f(xr[i * s[1]], a);
+    const T* in[1] = {xp + off[1]};
+    simd_row<1>(in, s + 1, yp + off[0], s[0], n,
+                [a](const Batch<T>* b) { return F::f(b[0], a); });
   });
 }
 
-// dx = F::df(x, y, dy) for unit strides.
-template <class F, class T>
-void unary_bwd_simd(const T* x, const T* y, const T* dy, T* dx, int64_t n, double a) {
-  constexpr int64_t W = Batch<T>::size;
-  int64_t i = 0;
-  for (; i + W <= n; i += W)
-    F::df(Batch<T>::load_unaligned(x + i), Batch<T>::load_unaligned(y + i),
-          Batch<T>::load_unaligned(dy + i), a)
-        .store_unaligned(dx + i);
-  for (; i < n; ++i) dx[i] = F::df(x[i], y[i], dy[i], a);
-}
-
+// dx = F::df(x, y, dy)
 template <class F, class T>
 void unary_bwd_run(double a, const TensorView& x, const TensorView& y, const TensorView& dy,
                    const TensorView& dx) {
@@ -180,24 +234,10 @@ void unary_bwd_run(double a, const TensorView& x, const TensorView& y, const Ten
   const T *xp = x.ptr<T>(), *yp = y.ptr<T>(), *gp = dy.ptr<T>();
   T* op = dx.ptr<T>();
   run(L, [&](const int64_t* off, const int64_t* s, int64_t n) {
-    T* o = op + off[0];
-    const T *xr = xp + off[1], *yr = yp + off[2], *gr = gp + off[3];
-    if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1)
-      return unary_bwd_simd<F>(xr, yr, gr, o, n, a);
-    for (int64_t i = 0; i < n; ++i) o[i * s[0]] = F::df(xr[i * s[1]], yr[i * s[2]], gr[i * s[3]], a);
+    const T* in[3] = {xp + off[1], yp + off[2], gp + off[3]};
+    simd_row<3>(in, s + 1, op + off[0], s[0], n,
+                [a](const Batch<T>* b) { return F::df(b[0], b[1], b[2], a); });
   });
-}
-
-// ------------------------------------------------------------------ binary
-
-// o[0:n] = F(a, b) with unit-stride output; A0/B0: that operand is a broadcast scalar.
-template <class F, bool A0, bool B0, class T>
-void binary_simd(const T* a, const T* b, T* o, int64_t n) {
-  constexpr int64_t W = Batch<T>::size;
-  int64_t i = 0;
-  for (; i + W <= n; i += W)
-    F::f(load<A0>(a + (A0 ? 0 : i)), load<B0>(b + (B0 ? 0 : i))).store_unaligned(o + i);
-  for (; i < n; ++i) o[i] = F::f(a[A0 ? 0 : i], b[B0 ? 0 : i]);
 }
 
 template <class F, class T>
@@ -207,15 +247,9 @@ void binary_run(const TensorView& a, const TensorView& b, const TensorView& out)
   const T *ap = a.ptr<T>(), *bp = b.ptr<T>();
   T* op = out.ptr<T>();
   run(L, [&](const int64_t* off, const int64_t* s, int64_t n) {
-    T* o = op + off[0];
-    const T *ar = ap + off[1], *br = bp + off[2];
-    if (s[0] == 1) {
-      if (s[1] == 1 && s[2] == 1) return binary_simd<F, false, false>(ar, br, o, n);
-      if (s[1] == 1 && s[2] == 0) return binary_simd<F, false, true>(ar, br, o, n);
-      if (s[1] == 0 && s[2] == 1) return binary_simd<F, true, false>(ar, br, o, n);
-      if (s[1] == 0 && s[2] == 0) return binary_simd<F, true, true>(ar, br, o, n);
-    }
-    for (int64_t i = 0; i < n; ++i) o[i * s[0]] = F::f(ar[i * s[1]], br[i * s[2]]);
+    const T* in[2] = {ap + off[1], bp + off[2]};
+    simd_row<2>(in, s + 1, op + off[0], s[0], n,
+                [](const Batch<T>* v) { return F::f(v[0], v[1]); });
   });
 }
 

@@ -181,10 +181,12 @@ void layer_norm_rows(const TensorView& x, const TensorView& gamma, const TensorV
 }
 
 // dx for one row, and (when the pointers are set) dgamma/dbeta partial sums added in.
+// Two passes over the row: the two means, then dx and the partial sums together.
 template <class T, bool kGamma>
 void layer_norm_backward_row(const T* x, const T* gamma, T mean, T rstd, const T* dy, T* dx,
                              T* dg_acc, T* db_acc, int64_t c) {
   using V = Vec<T>;
+  constexpr int64_t W = kW<T>;
   const V vm(mean), vr(rstd);
   auto xhat = [&](int64_t j) { return (V::load_unaligned(x + j) - vm) * vr; };
   auto dxhat = [&](int64_t j) {
@@ -194,25 +196,37 @@ void layer_norm_backward_row(const T* x, const T* gamma, T mean, T rstd, const T
   };
   auto xhat_s = [&](int64_t j) { return (x[j] - mean) * rstd; };
   auto dxhat_s = [&](int64_t j) { return kGamma ? dy[j] * gamma[j] : dy[j]; };
-  const T s1 = row_sum<T>(c, dxhat, dxhat_s) / T(c);  // mean(dxhat)
-  const T s2 = row_sum<T>(
-                   c, [&](int64_t j) { return dxhat(j) * xhat(j); },
-                   [&](int64_t j) { return dxhat_s(j) * xhat_s(j); }) /
-               T(c);  // mean(dxhat * xhat)
-  const V v1(s1), v2(s2);
-  row_map(
-      dx, c, [&](int64_t j) { return vr * (dxhat(j) - v1 - xhat(j) * v2); },
-      [&](int64_t j) { return rstd * (dxhat_s(j) - s1 - xhat_s(j) * s2); });
-  if (dg_acc)
-    row_map(
-        dg_acc, c,
-        [&](int64_t j) { return V::load_unaligned(dg_acc + j) + V::load_unaligned(dy + j) * xhat(j); },
-        [&](int64_t j) { return dg_acc[j] + dy[j] * xhat_s(j); });
-  if (db_acc)
-    row_map(
-        db_acc, c,
-        [&](int64_t j) { return V::load_unaligned(db_acc + j) + V::load_unaligned(dy + j); },
-        [&](int64_t j) { return db_acc[j] + dy[j]; });
+
+  // m1 = mean(dxhat), m2 = mean(dxhat * xhat)
+  V a1(T(0)), a2(T(0));
+  int64_t j = 0;
+  for (; j + W <= c; j += W) {
+    const V dh = dxhat(j);
+    a1 += dh;
+    a2 = xsimd::fma(dh, xhat(j), a2);
+  }
+  T m1 = xsimd::hadd(a1), m2 = xsimd::hadd(a2);
+  for (; j < c; ++j) {
+    m1 += dxhat_s(j);
+    m2 += dxhat_s(j) * xhat_s(j);
+  }
+  m1 /= T(c);
+  m2 /= T(c);
+
+  // dx = rstd * (dxhat - m1 - xhat * m2); dgamma += dy * xhat; dbeta += dy
+  const V v1(m1), v2(m2);
+  for (j = 0; j + W <= c; j += W) {
+    const V xh = xhat(j), d = V::load_unaligned(dy + j);
+    (vr * (dxhat(j) - v1 - xh * v2)).store_unaligned(dx + j);
+    if (dg_acc) xsimd::fma(d, xh, V::load_unaligned(dg_acc + j)).store_unaligned(dg_acc + j);
+    if (db_acc) (V::load_unaligned(db_acc + j) + d).store_unaligned(db_acc + j);
+  }
+  for (; j < c; ++j) {
+    const T xh = xhat_s(j);
+    dx[j] = rstd * (dxhat_s(j) - m1 - xh * m2);
+    if (dg_acc) dg_acc[j] += dy[j] * xh;
+    if (db_acc) db_acc[j] += dy[j];
+  }
 }
 
 template <class T, bool kGamma>

@@ -71,40 +71,40 @@ template <class T> struct MinOp {
 };
 
 // Dims of x (shape, x strides), outer-first, collapsed where x steps through two as one.
+// Plain arrays: building these is most of the cost of reducing a tiny tensor.
 struct Group {
-  Shape shape;
-  Strides strides;
-  // Appends (n, s) as the new innermost dim.
-  void push(int64_t n, int64_t s) {
-    if (n == 1) return;
-    const int r = shape.size();
-    if (r > 0 && strides[r - 1] == s * n) {  // the outer dim continues this one: merge
-      shape[r - 1] *= n;
-      strides[r - 1] = s;
+  int n = 0;
+  int64_t shape[kMaxDims], strides[kMaxDims];
+  // Appends (size, stride) as the new innermost dim.
+  void push(int64_t size, int64_t stride) {
+    if (size == 1) return;
+    if (n > 0 && strides[n - 1] == stride * size) {  // the outer dim continues this one: merge
+      shape[n - 1] *= size;
+      strides[n - 1] = stride;
       return;
     }
-    shape.push_back(n);
-    strides.push_back(s);
+    shape[n] = size;
+    strides[n++] = stride;
   }
-  int rank() const { return shape.size(); }
-  int64_t numel() const { return shape.numel(); }
-  // The group without its innermost dim.
-  Group outer() const {
-    Group g = *this;
-    g.shape.resize(rank() - 1);
-    g.strides.resize(rank() - 1);
-    return g;
+  // Elements of the first `nd` dims (all by default).
+  int64_t numel(int nd) const {
+    int64_t p = 1;
+    for (int d = 0; d < nd; ++d) p *= shape[d];
+    return p;
   }
-  // x offset of the group's flat index i.
-  int64_t offset(int64_t i) const {
-    if (rank() == 1) return i * strides[0];
+  int64_t numel() const { return numel(n); }
+  // x offset of flat index i over the first `nd` dims.
+  int64_t offset(int64_t i, int nd) const {
+    if (nd == 1) return i * strides[0];
     int64_t off = 0;
-    for (int d = rank() - 1; d >= 0; --d) {
+    for (int d = nd - 1; d >= 0; --d) {
       off += (i % shape[d]) * strides[d];
       i /= shape[d];
     }
     return off;
   }
+  int64_t offset(int64_t i) const { return offset(i, n); }
+  int64_t inner_stride() const { return strides[n - 1]; }
 };
 
 // Part t of [0, n) split into `parts` near-equal ranges.
@@ -187,17 +187,17 @@ template <class P, class T> void reduce_run(const TensorView& x, const TensorVie
   const bool par = x.numel() >= kParallelGrain;
   const int nth = par ? omp_get_max_threads() : 1;
 
-  if (R.rank() > 0 && R.strides[R.rank() - 1] == 1) {
+  if (R.n > 0 && R.inner_stride() == 1) {
     // ---- A: out[m] = reduce of N values made of contiguous runs of L (x[m, ro, 0:L]).
-    const int64_t L = R.shape[R.rank() - 1];
-    const Group Ro = R.outer();
+    const int64_t L = R.shape[R.n - 1];
     // Reduces flat reduced indices [b, e) of output m, a contiguous run at a time.
     auto span = [&](int64_t m, int64_t b, int64_t e) {
       const T* xm = xp + K.offset(m);
       Acc a = P::acc_init();
-      while (b < e) {
-        const int64_t ro = b / L, l = b % L, len = std::min(L - l, e - b);
-        a = P::merge(a, reduce_contig<P>(xm + Ro.offset(ro) + l, len));
+      int64_t ro = b / L, l = b % L;  // run ro, starting at element l
+      for (; b < e; ++ro, l = 0) {
+        const int64_t len = std::min(L - l, e - b);
+        a = P::merge(a, reduce_contig<P>(xm + R.offset(ro, R.n - 1) + l, len));
         b += len;
       }
       return a;
@@ -216,15 +216,14 @@ template <class P, class T> void reduce_run(const TensorView& x, const TensorVie
         o[m] = T(a);
       }
     }
-  } else if (K.rank() > 0 && K.strides[K.rank() - 1] == 1) {
+  } else if (K.n > 0 && K.inner_stride() == 1) {
     // ---- B: out[ko, 0:W] = reduce over r of x[ko, r, 0:W]; tasks are (ko, column block).
-    const int64_t W = K.shape[K.rank() - 1];
-    const Group Ko = K.outer();
-    const int64_t nb = (W + kCols - 1) / kCols, tasks = Ko.numel() * nb;
+    const int64_t W = K.shape[K.n - 1];
+    const int64_t nb = (W + kCols - 1) / kCols, tasks = K.numel(K.n - 1) * nb;
     // Task t: out row ko, columns [c0, c0 + w).
     auto cols = [&](int64_t t) {
       const int64_t ko = t / nb, c0 = (t % nb) * kCols;
-      return std::tuple{xp + Ko.offset(ko) + c0, o + ko * W + c0, std::min(kCols, W - c0)};
+      return std::tuple{xp + K.offset(ko, K.n - 1) + c0, o + ko * W + c0, std::min(kCols, W - c0)};
     };
     if (!par || tasks >= nth) {
       parallel_for(tasks, par, [&](int64_t t) {
@@ -253,7 +252,7 @@ template <class P, class T> void reduce_run(const TensorView& x, const TensorVie
     parallel_for(M, par, [&](int64_t m) {
       const T* xm = xp + K.offset(m);
       Acc a = P::acc_init();
-      for_each_offset(R.shape, R.strides,
+      for_each_offset(Shape(std::span(R.shape, R.n)), Strides(std::span(R.strides, R.n)),
                       [&](int64_t, int64_t off) { a = P::merge(a, Acc(xm[off])); });
       o[m] = T(a);
     });

@@ -203,6 +203,11 @@ TEST_CASE("cross_entropy: 2x3 example by hand") {
   ig.reduction = Reduction::none;
   check_values(cross_entropy(logits, t_ig, ig), {l0, 0.0});
   CHECK(cross_entropy(logits, i64({-100, 0}, {2})).item() == doctest::Approx(l1).epsilon(1e-12));
+  // every row ignored: the mean is 0/0 = NaN, as in torch
+  CHECK(std::isnan(cross_entropy(logits, i64({-100, -100}, {2})).item()));
+  // 1-D logits [V] with a 0-d target
+  CHECK(cross_entropy(f64({1.0, 2.0, 3.0}, {3}), i64({2}, {})).item() ==
+        doctest::Approx(l0).epsilon(1e-12));
 
   // label smoothing 0.1: loss = -(0.9 logp[t] + 0.1/3 sum_v logp[v])
   CrossEntropyOptions ls;

@@ -1,5 +1,6 @@
 // Random kernels: the fast (chunked, parallel) fill must equal the reference bit for bit, follow
 // the Philox stream of ops/random.h element by element, and have the right moments.
+#include <algorithm>
 #include <cstring>
 
 #include "tests/ops/kernel_test_util.h"
