@@ -4,7 +4,7 @@
 // with requires_grad, the forward pass is three `linear` calls, and the Adam update is a few
 // in-place tensor ops under NoGradGuard. Exits 0 once training accuracy reaches 100%.
 #include <cmath>
-#include <cstdio>
+#include <exception>
 #include <numbers>
 #include <string>
 #include <vector>
@@ -53,12 +53,14 @@ double accuracy(const Tensor& logits, const Tensor& y) {
   return mean(eq(argmax(logits, 1), y).to(DType::f32)).item();
 }
 
-// Draws the learned decision regions ('.' class 0, ' ' class 1) with the data on top.
+// Draws the learned decision regions ('.' class 0, blank class 1) and the data on top
+// ('o' class 0, 'x' class 1).
 void plot(const Mlp& model, const Tensor& x, const Tensor& y) {
   const int W = 64, H = 28;
   std::vector<double> grid;
   for (int r = 0; r < H; ++r)
-    for (int c = 0; c < W; ++c) grid.insert(grid.end(), {-1.2 + 2.4 * c / (W - 1), 1.2 - 2.4 * r / (H - 1)});
+    for (int c = 0; c < W; ++c)
+      grid.insert(grid.end(), {-1.2 + 2.4 * c / (W - 1), 1.2 - 2.4 * r / (H - 1)});
   NoGradGuard no_grad;
   auto region = argmax(model(from_vector(grid, {W * H, 2})), 1).to_vector<int64_t>();
   std::vector<std::string> canvas(H, std::string(W, ' '));
@@ -73,7 +75,7 @@ void plot(const Mlp& model, const Tensor& x, const Tensor& y) {
   for (const auto& line : canvas) fmt::print("  |{}|\n", line);
 }
 
-int main() {
+int train() {
   const int points_per_class = 200, max_epochs = 2000, log_every = 50;
   const double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 
@@ -124,4 +126,13 @@ int main() {
   }
   fmt::print("OK: every training point is classified correctly\n");
   return 0;
+}
+
+int main() {
+  try {
+    return train();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "spirals: error: {}\n", e.what());
+    return 1;
+  }
 }

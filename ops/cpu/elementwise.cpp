@@ -15,9 +15,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
-
 #include <xsimd/xsimd.hpp>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -132,13 +132,12 @@ template <int N, class Row> void run(const Loop<N>& L, const Row& row) {
 
 template <class T> using Batch = xsimd::batch<T>;
 
-// Partial batches for the last r < W elements of a contiguous row. With AVX-512 these are
-// single masked loads/stores (lanes past r read p[0], a valid input, and are never written);
-// a staging buffer instead would cost a store-forwarding stall per operand, which is most of
-// the time of an op on a tiny tensor. Elsewhere simd_row packs tails through a buffer.
-template <class T> constexpr bool tail_masked() {
-  return XSIMD_WITH_AVX512F && sizeof(Batch<T>) == 64;
-}
+// ---- AVX-512 helpers (plain xsimd has no masked or non-temporal memory operations).
+// Partial batches for the last r < W elements of a contiguous row are single masked
+// loads/stores (lanes past r read p[0], a valid input, and are never written); a staging
+// buffer instead costs a store-forwarding stall per operand, most of the time of an op on a
+// tiny tensor. Without AVX-512, simd_row packs tails through a buffer and never streams.
+template <class T> constexpr bool kAvx512 = XSIMD_WITH_AVX512F && sizeof(Batch<T>) == 64;
 #if XSIMD_WITH_AVX512F
 inline Batch<float> load_tail(const float* p, int64_t r) {
   return _mm512_mask_loadu_ps(_mm512_set1_ps(p[0]), __mmask16((1u << r) - 1), p);
@@ -152,10 +151,47 @@ inline void store_tail(const Batch<float>& v, float* p, int64_t r) {
 inline void store_tail(const Batch<double>& v, double* p, int64_t r) {
   _mm512_mask_storeu_pd(p, __mmask8((1u << r) - 1), v);
 }
+// Non-temporal store to a 64-byte aligned address.
+inline void store_stream(const Batch<float>& v, float* p) { _mm512_stream_ps(p, v); }
+inline void store_stream(const Batch<double>& v, double* p) { _mm512_stream_pd(p, v); }
+inline void stream_fence() { _mm_sfence(); }
 #else
 template <class T> Batch<T> load_tail(const T* p, int64_t) { return Batch<T>(p[0]); }  // unused
-template <class T> void store_tail(const Batch<T>&, T*, int64_t) {}                     // unused
+template <class T> void store_tail(const Batch<T>&, T*, int64_t) {}                    // unused
+template <class T> void store_stream(const Batch<T>& v, T* p) { v.store_aligned(p); }  // unused
+inline void stream_fence() {}
 #endif
+
+// Rows at least this big (per thread) are far larger than a core's L2, so their output will
+// come back from memory anyway: they store with non-temporal stores, which skip reading each
+// output line before overwriting it (a third of the traffic of a binary op), and prefetch
+// their inputs kPrefetch elements ahead so loads stay in flight while the math runs.
+constexpr int64_t kStreamBytes = int64_t(4) << 20;
+constexpr int64_t kPrefetchBytes = 4096;
+
+// The unit-stride body of simd_row for a big row: full batches from i until fewer than W
+// remain; returns where it stopped.
+template <int K, class T, class F>
+int64_t stream_row(const T* const (&in)[K], T* out, int64_t n, const F& f) {
+  using B = Batch<T>;
+  constexpr int64_t W = B::size, kPrefetch = kPrefetchBytes / sizeof(T);
+  B b[K];
+  // head: masked batch up to the first 64-byte aligned output element
+  int64_t i = int64_t((64 - reinterpret_cast<uintptr_t>(out) % 64) % 64) / int64_t(sizeof(T));
+  if (i > 0) {
+    for (int j = 0; j < K; ++j) b[j] = load_tail(in[j], i);
+    store_tail(f(b), out, i);
+  }
+  for (; i + W <= n; i += W) {
+    for (int j = 0; j < K; ++j) {
+      __builtin_prefetch(in[j] + std::min(i + kPrefetch, n - 1));
+      b[j] = B::load_unaligned(in[j] + i);
+    }
+    store_stream(f(b), out + i);
+  }
+  stream_fence();  // order the weakly-ordered streaming stores before anyone reads `out`
+  return i;
+}
 
 // out[k * os] = f(in[0][k * st[0]], ..., in[K-1][k * st[K-1]]) for k < n, where f maps K
 // batches to one (f(const Batch<T>* b)). Rows whose output is contiguous and whose inputs are
@@ -175,7 +211,10 @@ void simd_row(const T* const (&in)[K], const int64_t* st, T* out, int64_t os, in
     unit = unit && st[j] == 1;
     unit_or_bcast = unit_or_bcast && (st[j] == 1 || st[j] == 0);
   }
-  if (unit) {  // the common case: every operand contiguous
+  if (unit && kAvx512<T> && n * int64_t(sizeof(T)) >= kStreamBytes &&
+      reinterpret_cast<uintptr_t>(out) % sizeof(T) == 0) {
+    i = stream_row<K>(in, out, n, f);
+  } else if (unit) {  // the common case: every operand contiguous
     for (; i + W <= n; i += W) {
       for (int j = 0; j < K; ++j) b[j] = B::load_unaligned(in[j] + i);
       f(b).store_unaligned(out + i);
@@ -190,7 +229,7 @@ void simd_row(const T* const (&in)[K], const int64_t* st, T* out, int64_t os, in
     }
   }
   if (i == n) return;
-  if (unit && tail_masked<T>()) {  // contiguous tail: masked load/store, no staging buffer
+  if (unit && kAvx512<T>) {  // contiguous tail: masked load/store, no staging buffer
     const int64_t r = n - i;
     for (int j = 0; j < K; ++j) b[j] = load_tail(in[j] + i, r);
     store_tail(f(b), out + i, r);
@@ -220,8 +259,7 @@ template <class F, class T> void unary_run(double a, const TensorView& x, const 
   T* yp = out.ptr<T>();
   run(L, [&](const int64_t* off, const int64_t* s, int64_t n) {
     const T* in[1] = {xp + off[1]};
-    simd_row<1>(in, s + 1, yp + off[0], s[0], n,
-                [a](const Batch<T>* b) { return F::f(b[0], a); });
+    simd_row<1>(in, s + 1, yp + off[0], s[0], n, [a](const Batch<T>* b) { return F::f(b[0], a); });
   });
 }
 
@@ -255,8 +293,8 @@ void binary_run(const TensorView& a, const TensorView& b, const TensorView& out)
 
 // ------------------------------------------------------------------ compare / where / copy
 
-#define GRAFT_CMP_FUNCTOR(name, op) \
-  struct Cmp_##name {               \
+#define GRAFT_CMP_FUNCTOR(name, op)                               \
+  struct Cmp_##name {                                             \
     template <class T> static bool f(T a, T b) { return a op b; } \
   };
 GRAFT_COMPARE_OPS(GRAFT_CMP_FUNCTOR)
@@ -323,7 +361,8 @@ template <class D, class S> void copy_run(const TensorView& dst, const TensorVie
 
 // Switches on the op to the functor's kernel (preprocessor directives may not sit inside the
 // dispatch macro's argument, hence these helpers).
-template <class T> void unary_t(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
+template <class T>
+void unary_t(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
   switch (op) {
 #define GRAFT_CASE(name, F) \
   case UnaryOp::name: return unary_run<fn::F, T>(alpha, x, out);
@@ -372,8 +411,10 @@ void fill(const TensorView& dst, double value) {
     T* p = dst.ptr<T>();
     run(L, [&](const int64_t* off, const int64_t* s, int64_t n) {
       T* d = p + off[0];
-      if (s[0] == 1) std::fill_n(d, n, v);
-      else for (int64_t i = 0; i < n; ++i) d[i * s[0]] = v;
+      if (s[0] == 1)
+        std::fill_n(d, n, v);
+      else
+        for (int64_t i = 0; i < n; ++i) d[i * s[0]] = v;
     });
   });
 }
@@ -431,13 +472,12 @@ template <class T> T at(const TensorView& v, int64_t i) { return v.ptr<T>()[offs
 
 // Per-op scalar loops, one instantiation per functor.
 template <class F, class T> void unary_t(double alpha, const TensorView& x, const TensorView& out) {
-  for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
-    out.ptr<T>()[off] = F::f(at<T>(x, i), alpha);
-  });
+  for_each_offset(out.shape, out.strides,
+                  [&](int64_t i, int64_t off) { out.ptr<T>()[off] = F::f(at<T>(x, i), alpha); });
 }
 template <class F, class T>
-void unary_backward_t(double alpha, const TensorView& x, const TensorView& y,
-                      const TensorView& dy, const TensorView& dx) {
+void unary_backward_t(double alpha, const TensorView& x, const TensorView& y, const TensorView& dy,
+                      const TensorView& dx) {
   for_each_offset(dx.shape, dx.strides, [&](int64_t i, int64_t off) {
     dx.ptr<T>()[off] = F::df(at<T>(x, i), at<T>(y, i), at<T>(dy, i), alpha);
   });
@@ -454,7 +494,8 @@ void compare_t(const TensorView& a, const TensorView& b, const TensorView& out) 
     out.ptr<bool>()[off] = C::f(at<T>(a, i), at<T>(b, i));
   });
 }
-template <class T> void unary_op(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
+template <class T>
+void unary_op(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
   switch (op) {
 #define GRAFT_CASE(name, F) \
   case UnaryOp::name: return unary_t<fn::F, T>(alpha, x, out);

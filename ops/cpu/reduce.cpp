@@ -20,7 +20,6 @@
 #include <limits>
 #include <tuple>
 #include <vector>
-
 #include <xsimd/xsimd.hpp>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -149,11 +148,12 @@ template <class P, class T> typename P::Acc reduce_contig(const T* x, int64_t n)
 }
 
 // Path B worker. dst[c] = reduction over the R rows r in [rb, re) of x[R.offset(r) + c], for
-// c in [0, w); `x` points at the first column. Rows are read whole (contiguous, so the hardware
-// prefetcher streams them) into an accumulator row that stays in L1. It has the Acc type
+// c in [0, w), w <= kCols; `x` points at the first column. Each row piece is read whole
+// (32 KB of float32 at most: several pages in a row, so the hardware prefetcher keeps
+// streaming) into an accumulator row that stays in L1/L2. The accumulator has the Acc type
 // (double for sums: float rows added into a float accumulator thousands of times drift by
-// ~1e-5; the conversion is free next to the memory traffic). The compiler vectorises this loop.
-constexpr int64_t kCols = 1024;
+// ~1e-5; the conversion is free next to the memory traffic). The compiler vectorises the loop.
+constexpr int64_t kCols = 8192;
 template <class P, class T>
 void reduce_cols(const T* x, const Group& R, int64_t rb, int64_t re, int64_t w,
                  typename P::Acc* dst) {
@@ -180,8 +180,10 @@ template <class P, class T> void reduce_run(const TensorView& x, const TensorVie
   Group K, R;  // kept dims (one per output element) and reduced dims
   for (int d = 0; d < x.rank(); ++d) {
     GRAFT_ASSERT(out.shape[d] == x.shape[d] || out.shape[d] == 1);
-    if (out.shape[d] == 1 && x.shape[d] != 1) R.push(x.shape[d], x.strides[d]);
-    else K.push(x.shape[d], x.strides[d]);
+    if (out.shape[d] == 1 && x.shape[d] != 1)
+      R.push(x.shape[d], x.strides[d]);
+    else
+      K.push(x.shape[d], x.strides[d]);
   }
   const int64_t M = K.numel(), N = R.numel();
   const bool par = x.numel() >= kParallelGrain;
@@ -296,9 +298,12 @@ void reduce(ReduceOp op, const TensorView& x, const TensorView& out) {
         i /= x.shape[d];
       }
       const double v = x.ptr<T>()[off];
-      if (op == ReduceOp::sum) acc[o] += v;
-      else if (op == ReduceOp::max) acc[o] = std::max(acc[o], v);
-      else acc[o] = std::min(acc[o], v);
+      if (op == ReduceOp::sum)
+        acc[o] += v;
+      else if (op == ReduceOp::max)
+        acc[o] = std::max(acc[o], v);
+      else
+        acc[o] = std::min(acc[o], v);
     });
     for (int64_t i = 0; i < out.numel(); ++i) out.ptr<T>()[i] = T(acc[i]);
   });

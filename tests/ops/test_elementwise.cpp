@@ -32,7 +32,7 @@ constexpr DType kAll[] = {DType::f32, DType::f64, DType::i64, DType::b8};
 
 // Sizes: 1, 7, 33 (below/not multiples of the SIMD width), 100003 (above kParallelGrain,
 // prime), 2-D and 3-D shapes small and large.
-const std::vector<Shape> kShapes = {{1},     {7},        {33},        {100003},
+const std::vector<Shape> kShapes = {{1},      {7},        {33},      {100003},
                                     {37, 29}, {181, 191}, {4, 5, 6}, {3, 40, 300}};
 
 // How an input of a given logical shape is laid out in memory.
@@ -124,8 +124,9 @@ TEST_CASE("elementwise: unary and unary_backward match the reference for every o
       for (double alpha : alphas)
         for (const Shape& shape : kShapes)
           for (Lay lay : kLays) {
-            INFO(std::string(unary_name(op)) << " " << std::string(dtype_name(dt)) << " alpha=" << alpha
-                                << " shape=" << shape.str() << " " << lay_name(lay));
+            INFO(std::string(unary_name(op))
+                 << " " << std::string(dtype_name(dt)) << " alpha=" << alpha
+                 << " shape=" << shape.str() << " " << lay_name(lay));
             In x = make_in(lay, shape, dt, lo, hi, 11);
             Buf y_fast(shape, dt), y_ref(shape, dt);
             fast::unary(op, alpha, x.v, y_fast.v);
@@ -152,8 +153,9 @@ TEST_CASE("elementwise: binary matches the reference for every op and layout pai
       for (const Shape& shape : kShapes)
         for (Lay la : kLays)
           for (Lay lb : kLays) {
-            INFO(std::string(binary_name(op)) << " " << std::string(dtype_name(dt)) << " shape="
-                                 << shape.str() << " a:" << lay_name(la) << " b:" << lay_name(lb));
+            INFO(std::string(binary_name(op))
+                 << " " << std::string(dtype_name(dt)) << " shape=" << shape.str()
+                 << " a:" << lay_name(la) << " b:" << lay_name(lb));
             In a = make_in(la, shape, dt, alo, ahi, 21);
             In b = make_in(lb, shape, dt, blo, bhi, 22);
             Buf o_fast(shape, dt), o_ref(shape, dt);
@@ -177,8 +179,9 @@ TEST_CASE("elementwise: compare matches the reference for every op and dtype") {
     for (CompareOp op : kCompareOps)
       for (const Shape& shape : kShapes)
         for (auto [la, lb] : kLayPairs) {
-          INFO(std::string(compare_name(op)) << " " << std::string(dtype_name(dt)) << " shape=" << shape.str()
-                                << " a:" << lay_name(la) << " b:" << lay_name(lb));
+          INFO(std::string(compare_name(op))
+               << " " << std::string(dtype_name(dt)) << " shape=" << shape.str()
+               << " a:" << lay_name(la) << " b:" << lay_name(lb));
           In a = make_in(la, shape, dt, -3, 3, 31);
           In b = make_in(lb, shape, dt, -3, 3, 32);
           floor_values(a.buf);  // integer values: plenty of ties for eq/le/ge
@@ -220,8 +223,8 @@ TEST_CASE("elementwise: fill matches the reference for every dtype, contiguous a
     for (const Shape& shape : kShapes)
       for (bool strided : {false, true})
         for (double value : {0.0, 1.0, -2.75}) {
-          INFO(std::string(dtype_name(dt)) << " shape=" << shape.str() << " strided=" << strided
-                                           << " value=" << value);
+          INFO(std::string(dtype_name(dt))
+               << " shape=" << shape.str() << " strided=" << strided << " value=" << value);
           In d_fast = make_dst(strided, shape, dt), d_ref = make_dst(strided, shape, dt);
           fast::fill(d_fast.v, value);
           ref::fill(d_ref.v, value);
@@ -235,15 +238,52 @@ TEST_CASE("elementwise: copy matches the reference for every dtype pair and layo
       for (const Shape& shape : kShapes)
         for (Lay ls : kLays)
           for (bool strided : {false, true}) {
-            INFO(std::string(dtype_name(from)) << " -> " << std::string(dtype_name(to))
-                                               << " shape=" << shape.str() << " src:"
-                                               << lay_name(ls) << " dst strided=" << strided);
+            INFO(std::string(dtype_name(from))
+                 << " -> " << std::string(dtype_name(to)) << " shape=" << shape.str()
+                 << " src:" << lay_name(ls) << " dst strided=" << strided);
             In src = make_in(ls, shape, from, -3, 3, 51);
             In d_fast = make_dst(strided, shape, to), d_ref = make_dst(strided, shape, to);
             fast::copy(d_fast.v, src.v);
             ref::copy(d_ref.v, src.v);
             check_close(d_fast.buf, d_ref.buf, kExact, 0);
           }
+}
+
+TEST_CASE("elementwise: big rows (streaming stores), misaligned pointers, in place") {
+  // Rows above the streaming threshold (4 MB per thread) with outputs that start off a 64-byte
+  // boundary, plus in-place use (out aliases an input) on big and tiny tensors.
+  for (DType dt : kFloat)
+    for (int64_t n : {int64_t(3) << 20, int64_t(5), int64_t(100003)}) {
+      INFO(std::string(dtype_name(dt)) << " n=" << n);
+      const int64_t shift = 3;  // elements: misaligns every view below
+      Buf xb({n + shift}, dt), yb({n + shift}, dt), fb({n + shift}, dt), rb({n + shift}, dt);
+      xb.rand(-3, 3, 61);
+      yb.rand(-3, 3, 62);
+      auto at = [&](const Buf& b, int64_t off) {
+        TensorView v = b.v;
+        v.shape = Shape{n};
+        v.strides = Strides{1};
+        v.data = static_cast<std::byte*>(b.v.data) + off * dtype_size(dt);
+        return v;
+      };
+      fast::binary(BinaryOp::mul, at(xb, 1), at(yb, 2), at(fb, shift));
+      ref::binary(BinaryOp::mul, at(xb, 1), at(yb, 2), at(rb, shift));
+      check_close(fb, rb, atol_of(dt), rtol_of(dt));
+      fast::unary(UnaryOp::gelu, 0, at(xb, 0), at(fb, 1));
+      ref::unary(UnaryOp::gelu, 0, at(xb, 0), at(rb, 1));
+      check_close(fb, rb, atol_of(dt), rtol_of(dt));
+      fast::unary_backward(UnaryOp::tanh, 0, at(xb, 2), at(yb, 0), at(xb, 1), at(fb, 2));
+      ref::unary_backward(UnaryOp::tanh, 0, at(xb, 2), at(yb, 0), at(xb, 1), at(rb, 2));
+      check_close(fb, rb, atol_of(dt), rtol_of(dt));
+      // in place: fb = sin(fb), rb = sin(rb); equal before, so equal after
+      ref::copy(fb.v, rb.v);
+      fast::unary(UnaryOp::sin, 0, at(fb, 1), at(fb, 1));
+      ref::unary(UnaryOp::sin, 0, at(rb, 1), at(rb, 1));
+      check_close(fb, rb, atol_of(dt), rtol_of(dt));
+      fast::binary(BinaryOp::add, at(fb, 0), at(yb, 0), at(fb, 0));
+      ref::binary(BinaryOp::add, at(rb, 0), at(yb, 0), at(rb, 0));
+      check_close(fb, rb, atol_of(dt), rtol_of(dt));
+    }
 }
 
 TEST_CASE("elementwise: known values") {
