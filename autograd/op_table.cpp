@@ -14,6 +14,7 @@ const std::vector<OpInfo>& op_table() {
     register_index_ops(t);
     register_loss_ops(t);
     register_random_ops(t);
+    register_fused_ops(t);
     return t;
   }();
   return table;

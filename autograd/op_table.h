@@ -50,5 +50,6 @@ void register_norm_ops(std::vector<OpInfo>& t);
 void register_index_ops(std::vector<OpInfo>& t);
 void register_loss_ops(std::vector<OpInfo>& t);
 void register_random_ops(std::vector<OpInfo>& t);
+void register_fused_ops(std::vector<OpInfo>& t);
 
 }  // namespace graft

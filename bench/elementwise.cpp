@@ -4,13 +4,15 @@
 //   {"name": "elementwise_add", "value": GB/s, "unit": "GB/s", "reference": memcpy GB/s,
 //    "ratio": value / reference, "threads": n}
 // Bytes count reads + writes: add/mul move 3 arrays (2 read, 1 written), gelu and memcpy 2.
-// The memcpy reference copies one 16M-float array (split across the threads).
+// The memcpy reference copies one 16M-float array (split across the same threads). Each
+// figure is the median of 15 rounds.
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -20,19 +22,28 @@ using namespace graft;
 namespace {
 
 constexpr int64_t kN = int64_t(16) << 20;  // elements per array
-constexpr int kReps = 11;
+constexpr int kReps = 15;
 
-// Median wall time of kReps runs of f, after one warm-up run (page faults, thread start-up).
-template <class F> double median_seconds(const F& f) {
+double seconds(const std::function<void()>& f) {
+  auto t0 = std::chrono::steady_clock::now();
   f();
-  std::vector<double> t;
-  for (int i = 0; i < kReps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Median wall time of each of `fns` over kReps rounds, after one warm-up round (page faults,
+// thread start-up). Rounds run every function once, in turn, so a slow spell of a shared
+// machine hits the kernels and the memcpy reference alike.
+std::vector<double> median_seconds(const std::vector<std::function<void()>>& fns) {
+  for (auto& f : fns) f();
+  std::vector<std::vector<double>> t(fns.size());
+  for (int r = 0; r < kReps; ++r)
+    for (size_t i = 0; i < fns.size(); ++i) t[i].push_back(seconds(fns[i]));
+  std::vector<double> med;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v[v.size() / 2]);
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return med;
 }
 
 TensorView view(float* p) {
@@ -65,20 +76,23 @@ int main() {
 
   for (int threads : {1, 2}) {
     omp_set_num_threads(threads);
-    const double t_copy = median_seconds([&] {
+    auto memcpy_threads = [&] {
 #pragma omp parallel for schedule(static)
       for (int t = 0; t < threads; ++t) {
         const int64_t lo = kN * t / threads, hi = kN * (t + 1) / threads;
         std::memcpy(out.data() + lo, a.data() + lo, (hi - lo) * sizeof(float));
       }
+    };
+    const auto t = median_seconds({
+        memcpy_threads,
+        [&] { cpu::binary(BinaryOp::add, va, vb, vo); },
+        [&] { cpu::binary(BinaryOp::mul, va, vb, vo); },
+        [&] { cpu::unary(UnaryOp::gelu, 0.0, va, vo); },
     });
-    const double ref = 2 * gb / t_copy;
-    const double t_add = median_seconds([&] { cpu::binary(BinaryOp::add, va, vb, vo); });
-    emit("elementwise_add", 3 * gb / t_add, ref, threads);
-    const double t_mul = median_seconds([&] { cpu::binary(BinaryOp::mul, va, vb, vo); });
-    emit("elementwise_mul", 3 * gb / t_mul, ref, threads);
-    const double t_gelu = median_seconds([&] { cpu::unary(UnaryOp::gelu, 0.0, va, vo); });
-    emit("elementwise_gelu", 2 * gb / t_gelu, ref, threads);
+    const double ref = 2 * gb / t[0];
+    emit("elementwise_add", 3 * gb / t[1], ref, threads);
+    emit("elementwise_mul", 3 * gb / t[2], ref, threads);
+    emit("elementwise_gelu", 2 * gb / t[3], ref, threads);
   }
   return 0;
 }

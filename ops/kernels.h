@@ -31,6 +31,24 @@ const char* unary_name(UnaryOp op);
 const char* binary_name(BinaryOp op);
 const char* compare_name(CompareOp op);
 
+// Arguments of the fused optimizer steps (ops/cpu/optim.cpp). Scalars stay double here; kernels
+// cast them to the parameter's dtype once, as PyTorch does with Python scalars.
+struct AdamStepArgs {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool decoupled = false;          // AdamW: p *= 1 - lr wd; else Adam's L2 term g += wd p
+  double bias_correction1 = 1.0;   // 1 - beta1^t
+  double bias_correction2 = 1.0;   // 1 - beta2^t
+};
+struct SgdStepArgs {
+  double lr = 1e-3, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false;
+  bool first_step = false;  // the momentum buffer is new: buf = d instead of mom buf + (1-damp) d
+};
+struct AdagradStepArgs {
+  double lr = 1e-2;  // already decayed: lr / (1 + (t - 1) lr_decay)
+  double eps = 1e-10, weight_decay = 0.0;
+};
+
 struct Backend {
   const char* name;
   // ---- memory
@@ -98,6 +116,16 @@ struct Backend {
   // out ~ U[0, 1) (float) ; normal: N(0, 1)
   void (*uniform)(const TensorView& out, uint64_t seed, uint64_t offset);
   void (*normal)(const TensorView& out, uint64_t seed, uint64_t offset);
+  // ---- optimizers: one fused in-place pass; every view contiguous, same dtype and numel.
+  // Adam/AdamW: updates param, m (exp_avg) and v (exp_avg_sq) from grad.
+  void (*adam_step)(const TensorView& param, const TensorView& grad, const TensorView& m,
+                    const TensorView& v, const AdamStepArgs& a);
+  // SGD: updates param and the momentum buffer `buf` (unused, may be null, if momentum == 0).
+  void (*sgd_step)(const TensorView& param, const TensorView& grad, const TensorView& buf,
+                   const SgdStepArgs& a);
+  // Adagrad: updates param and the sum of squared gradients.
+  void (*adagrad_step)(const TensorView& param, const TensorView& grad, const TensorView& sum,
+                       const AdagradStepArgs& a);
 };
 
 // The table for `device`, or nullptr if no back-end is compiled/available for it.

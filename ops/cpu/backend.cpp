@@ -8,7 +8,8 @@ namespace graft {
     #NS, NS::fill, NS::copy, NS::unary, NS::unary_backward, NS::binary, NS::compare, NS::where, \
         NS::reduce, NS::matmul, NS::linear, NS::softmax, NS::softmax_backward, NS::layer_norm, \
         NS::layer_norm_backward, NS::index_select, NS::index_add, NS::gather, NS::scatter_add,  \
-        NS::cross_entropy, NS::cross_entropy_backward, NS::uniform, NS::normal                 \
+        NS::cross_entropy, NS::cross_entropy_backward, NS::uniform, NS::normal, NS::adam_step, \
+        NS::sgd_step, NS::adagrad_step                                                         \
   }
 
 const Backend& cpu_backend() {

@@ -8,8 +8,11 @@
 //      elementwise combination of many contiguous x rows, accumulated a block of columns at a
 //      time with SIMD.
 //   C. anything else: a strided scalar loop per output.
-// float32 sums accumulate in float SIMD lanes over short blocks only; block results are added
-// in double, so a sum of 16M values keeps ~1e-7 relative accuracy.
+// Sums never run long in float32: path A adds at most 16 values per float lane before the
+// block's sum moves to a double, paths B and C accumulate in double. A float32 sum of 16M
+// values keeps ~1e-7 relative accuracy (a plain float accumulator would be off by percents).
+// Big reductions split over OpenMP threads, by outputs when there are many, else by slices of
+// the reduced elements whose partial results are merged.
 //
 // graft::cpu::ref (reference): one for_each_offset loop over x with double accumulators.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 false positives in AVX-512 headers
