@@ -13,11 +13,12 @@ void check_positive(int64_t v, const char* what, const char* layer) {
   GRAFT_CHECK(v > 0, "{}: {} must be positive, got {}", layer, what, v);
 }
 
-// x [..., C] with C == expected, or a clear error naming the layer.
-void check_last_dim(const Tensor& x, int64_t expected, const std::string& layer) {
-  check_defined(x, layer.c_str());
+// x [..., C] with C == expected, or a clear error naming the layer (repr() only on failure).
+void check_last_dim(const Tensor& x, int64_t expected, const Module& layer) {
+  GRAFT_CHECK(x.defined(), "{}: the input tensor is undefined", layer.repr());
   GRAFT_CHECK(x.dim() >= 1 && x.shape().back() == expected,
-              "{}: input of shape {} must end in a dim of size {}", layer, x.shape(), expected);
+              "{}: input of shape {} must end in a dim of size {}", layer.repr(), x.shape(),
+              expected);
 }
 
 }  // namespace
@@ -41,7 +42,7 @@ void Linear::reset_parameters() {
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  check_last_dim(x, in_features, repr());
+  check_last_dim(x, in_features, *this);
   return linear(x, weight, bias);  // [..., in] -> [..., out]
 }
 
@@ -116,7 +117,7 @@ void LayerNorm::reset_parameters() {
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
-  check_last_dim(x, normalized_shape, repr());
+  check_last_dim(x, normalized_shape, *this);
   return layer_norm(x, weight, bias, eps);  // [..., C] -> [..., C]
 }
 

@@ -233,6 +233,12 @@ TEST_CASE("nn init: trunc_normal_ stays in [a, b] with the truncated moments") {
   Tensor low = init::trunc_normal_(empty({50000}, DType::f64), 0.0, 1.0, -4.0, -3.0, &g);
   CHECK(stats(low).mean == doctest::Approx(-(pdf(3) - pdf(4)) / (cdf(4) - cdf(3))).epsilon(0.005));
 
+  // far in the tail (Phi(-9) ~ 1e-19): the inverse CDF works in log space, no rejection loop
+  Tensor far = init::trunc_normal_(empty({20000}, DType::f64), 0.0, 1.0, 8.0, 9.0, &g);
+  CHECK(stats(far).min >= 8.0);
+  CHECK(stats(far).max <= 9.0);
+  CHECK(stats(far).mean == doctest::Approx((pdf(8) - pdf(9)) / (cdf(-8) - cdf(-9))).epsilon(0.002));
+
   // BERT's use: std 0.02, bounds +-2 (absolute) barely truncate
   Tensor bert = init::trunc_normal_(empty({256, 256}), 0.0, 0.02, -2.0, 2.0, &g);
   CHECK(stats(bert).std == doctest::Approx(0.02).epsilon(0.02));
