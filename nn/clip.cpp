@@ -23,6 +23,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   const bool inf = std::isinf(norm_type);
   double acc = 0;  // max |g| (inf), else sum |g|^p over all grads
   for (const Tensor& g : grads) {
+    if (g.numel() == 0) continue;
     if (inf) acc = std::fmax(acc, amax(abs(g)).item<double>());  // max |g|
     else if (norm_type == 2) acc += sum(mul(g, g)).item<double>();  // sum g^2
     else if (norm_type == 1) acc += sum(abs(g)).item<double>();     // sum |g|

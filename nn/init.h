@@ -33,7 +33,8 @@ struct Fans {
 Fans calculate_fan_in_and_fan_out(const Tensor& t);
 
 // ---- plain distributions
-Tensor uniform_(const Tensor& t, double a = 0.0, double b = 1.0, Generator* gen = nullptr);  // U[a, b)
+// U[a, b)
+Tensor uniform_(const Tensor& t, double a = 0.0, double b = 1.0, Generator* gen = nullptr);
 Tensor normal_(const Tensor& t, double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
 // N(mean, std^2) restricted to [a, b] (absolute bounds, as in PyTorch and BERT), sampled by the
 // inverse CDF: u ~ U(Phi(alpha), Phi(beta)), x = mean + std Phi^-1(u).

@@ -1,5 +1,5 @@
 // graft::optim — optimisers with PyTorch's semantics: SGD (momentum, dampening, Nesterov),
-// Adam, AdamW (decoupled weight decay) and Adagrad.
+// Adam, AdamW (decoupled weight decay) and Adagrad (not yet: amsgrad, maximize, foreach).
 //
 //   optim::AdamW opt(model.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
 //   for (...) { opt.zero_grad(); loss.backward(); opt.step(); }

@@ -8,7 +8,8 @@
 // As in PyTorch, constructing a scheduler performs its first step: last_epoch becomes 0 and the
 // groups get the lr for epoch 0 (for the warmup schedules that is 0, as in Hugging Face's
 // get_linear_schedule_with_warmup). Every lr is a closed form of last_epoch, so a scheduler
-// restored from its state_dict continues exactly.
+// restored from its state_dict continues exactly. A scheduler keeps a reference to its
+// optimizer, which must outlive it.
 #pragma once
 #include <cstdint>
 #include <string>

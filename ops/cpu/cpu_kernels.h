@@ -45,7 +45,7 @@ inline constexpr int64_t kParallelGrain = 32768;
                               int64_t ignore_index, double label_smoothing,                      \
                               const TensorView& dloss, const TensorView& dlogits);               \
   void uniform(const TensorView& out, uint64_t seed, uint64_t offset);                           \
-  void normal(const TensorView& out, uint64_t seed, uint64_t offset);                             \
+  void normal(const TensorView& out, uint64_t seed, uint64_t offset);                            \
   void adam_step(const TensorView& param, const TensorView& grad, const TensorView& m,           \
                  const TensorView& v, const AdamStepArgs& a);                                    \
   void sgd_step(const TensorView& param, const TensorView& grad, const TensorView& buf,          \

@@ -12,7 +12,9 @@
 // single-tensor implementation applies them (torch.optim.Adam/AdamW/SGD/Adagrad).
 //
 // Scalars arrive as double and are cast to the parameter's type once, as PyTorch casts Python
-// scalars, so float32 parameters update in float32 arithmetic.
+// scalars, so float32 parameters update in float32 arithmetic. Every a*b+c is an explicit fused
+// multiply-add in both versions, so the compiler has nothing left to contract differently: with
+// FMA hardware the fast and reference kernels agree bit for bit.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 false positives in AVX-512 headers
 
 #include <omp.h>
@@ -30,11 +32,26 @@ namespace {
 
 template <class T> using Batch = xsimd::batch<T>;
 
-template <class V, class T> V load(const T* p) {
+// a * b + c, rounded once, for scalars and batches alike. (xsimd 8 has no AVX-512 fma kernel:
+// its generic fallback is a multiply and an add, which the compiler may or may not fuse.)
+template <class V> V fmadd(const V& a, const V& b, const V& c) {
+  if constexpr (std::is_arithmetic_v<V>) return std::fma(a, b, c);
+#if XSIMD_WITH_AVX512F
+  else if constexpr (std::is_same_v<V, Batch<float>> && sizeof(V) == 64)
+    return V(_mm512_fmadd_ps(a, b, c));
+  else if constexpr (std::is_same_v<V, Batch<double>> && sizeof(V) == 64)
+    return V(_mm512_fmadd_pd(a, b, c));
+#endif
+  else return xsimd::fma(a, b, c);
+}
+
+// Unaligned load/store of a batch, or plain access for a scalar. (Not called load/store: with
+// a batch argument, argument-dependent lookup would prefer xsimd::store, an aligned store.)
+template <class V, class T> V load_v(const T* p) {
   if constexpr (std::is_same_v<V, T>) return *p;
   else return V::load_unaligned(p);
 }
-template <class V, class T> void store(T* p, const V& v) {
+template <class V, class T> void store_v(T* p, const V& v) {
   if constexpr (std::is_same_v<V, T>) *p = v;
   else v.store_unaligned(p);
 }
@@ -86,16 +103,16 @@ template <class T> struct AdamRule {
   bool decoupled;
   template <class V> void at(int64_t i) const {
     using std::sqrt, xsimd::sqrt;
-    V P = load<V>(p + i), G = load<V>(g + i), M = load<V>(m + i), S = load<V>(v + i);
+    V P = load_v<V>(p + i), G = load_v<V>(g + i), M = load_v<V>(m + i), S = load_v<V>(v + i);
     if (decoupled) P = P * V(decay);                // p = p (1 - lr wd)             (AdamW)
-    else if (wd != T(0)) G = G + V(wd) * P;         // g = g + wd p                  (Adam, L2)
-    M = M + V(w1) * (G - M);                        // m = b1 m + (1 - b1) g
-    S = S * V(b2) + V(w2) * (G * G);                // v = b2 v + (1 - b2) g^2
+    else if (wd != T(0)) G = fmadd(V(wd), P, G);    // g = g + wd p                  (Adam, L2)
+    M = fmadd(V(w1), G - M, M);                     // m = b1 m + (1 - b1) g  (as m + (1-b1)(g-m))
+    S = fmadd(V(w2), G * G, S * V(b2));             // v = b2 v + (1 - b2) g^2
     // p = p - lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
-    P = P + V(neg_step) * (M / (sqrt(S) / V(bc2_sqrt) + V(eps)));
-    store(p + i, P);
-    store(m + i, M);
-    store(v + i, S);
+    P = fmadd(V(neg_step), M / (sqrt(S) / V(bc2_sqrt) + V(eps)), P);
+    store_v(p + i, P);
+    store_v(m + i, M);
+    store_v(v + i, S);
   }
 };
 
@@ -105,16 +122,16 @@ template <class T> struct SgdRule {
   T wd, mom, damp1, neg_lr;
   bool momentum, nesterov, first;
   template <class V> void at(int64_t i) const {
-    V P = load<V>(p + i), D = load<V>(g + i);
-    if (wd != T(0)) D = D + V(wd) * P;              // d = g + wd p
+    V P = load_v<V>(p + i), D = load_v<V>(g + i);
+    if (wd != T(0)) D = fmadd(V(wd), P, D);         // d = g + wd p
     if (momentum) {
       // buf = mom buf + (1 - dampening) d   (buf = d at the first step)
-      const V B = first ? D : load<V>(b + i) * V(mom) + V(damp1) * D;
-      store(b + i, B);
-      D = nesterov ? D + V(mom) * B : B;            // d = d + mom buf (Nesterov), else d = buf
+      const V B = first ? D : fmadd(V(damp1), D, load_v<V>(b + i) * V(mom));
+      store_v(b + i, B);
+      D = nesterov ? fmadd(V(mom), B, D) : B;       // d = d + mom buf (Nesterov), else d = buf
     }
-    P = P + V(neg_lr) * D;                          // p = p - lr d
-    store(p + i, P);
+    P = fmadd(V(neg_lr), D, P);                     // p = p - lr d
+    store_v(p + i, P);
   }
 };
 
@@ -124,12 +141,12 @@ template <class T> struct AdagradRule {
   T wd, eps, neg_lr;
   template <class V> void at(int64_t i) const {
     using std::sqrt, xsimd::sqrt;
-    V P = load<V>(p + i), G = load<V>(g + i), S = load<V>(s + i);
-    if (wd != T(0)) G = G + V(wd) * P;              // g = g + wd p
-    S = S + G * G;                                  // sum = sum + g^2
-    P = P + V(neg_lr) * (G / (sqrt(S) + V(eps)));   // p = p - clr g / (sqrt(sum) + eps)
-    store(p + i, P);
-    store(s + i, S);
+    V P = load_v<V>(p + i), G = load_v<V>(g + i), S = load_v<V>(s + i);
+    if (wd != T(0)) G = fmadd(V(wd), P, G);         // g = g + wd p
+    S = fmadd(G, G, S);                             // sum = sum + g^2
+    P = fmadd(V(neg_lr), G / (sqrt(S) + V(eps)), P);  // p = p - clr g / (sqrt(sum) + eps)
+    store_v(p + i, P);
+    store_v(s + i, S);
   }
 };
 
@@ -181,12 +198,12 @@ void adam_step(const TensorView& param, const TensorView& grad, const TensorView
     const T step_size = T(a.lr / a.bias_correction1), bc2_sqrt = T(std::sqrt(a.bias_correction2));
     for (int64_t i = 0; i < param.numel(); ++i) {
       T g = gp[i];
-      if (a.decoupled) p[i] *= T(1 - a.lr * a.weight_decay);           // p *= 1 - lr wd
-      else if (a.weight_decay != 0) g += T(a.weight_decay) * p[i];       // g += wd p
-      mp[i] += T(1 - a.beta1) * (g - mp[i]);                             // m = lerp(m, g, 1 - b1)
-      vp[i] = vp[i] * T(a.beta2) + T(1 - a.beta2) * (g * g);             // v = b2 v + (1 - b2) g^2
-      const T denom = std::sqrt(vp[i]) / bc2_sqrt + T(a.eps);            // sqrt(v / bc2) + eps
-      p[i] += -step_size * (mp[i] / denom);                              // p -= lr/bc1 m / denom
+      if (a.decoupled) p[i] *= T(1 - a.lr * a.weight_decay);                // p *= 1 - lr wd
+      else if (a.weight_decay != 0) g = std::fma(T(a.weight_decay), p[i], g); // g += wd p
+      mp[i] = std::fma(T(1 - a.beta1), g - mp[i], mp[i]);       // m = m + (1 - b1)(g - m)
+      vp[i] = std::fma(T(1 - a.beta2), g * g, vp[i] * T(a.beta2));  // v = b2 v + (1 - b2) g^2
+      const T denom = std::sqrt(vp[i]) / bc2_sqrt + T(a.eps);   // sqrt(v) / sqrt(bc2) + eps
+      p[i] = std::fma(-step_size, mp[i] / denom, p[i]);         // p -= lr / bc1 * m / denom
     }
   });
 }
@@ -200,13 +217,13 @@ void sgd_step(const TensorView& param, const TensorView& grad, const TensorView&
     const T* gp = grad.ptr<T>();
     for (int64_t i = 0; i < param.numel(); ++i) {
       T d = gp[i];
-      if (a.weight_decay != 0) d += T(a.weight_decay) * p[i];           // d = g + wd p
+      if (a.weight_decay != 0) d = std::fma(T(a.weight_decay), p[i], d);  // d = g + wd p
       if (a.momentum != 0) {
-        if (a.first_step) b[i] = d;                                      // buf = d
-        else b[i] = b[i] * T(a.momentum) + T(1 - a.dampening) * d;       // buf = mom buf + (1-damp) d
-        d = a.nesterov ? d + T(a.momentum) * b[i] : b[i];                // d = d + mom buf | buf
+        if (a.first_step) b[i] = d;                                        // buf = d
+        else b[i] = std::fma(T(1 - a.dampening), d, b[i] * T(a.momentum)); // mom buf + (1-damp) d
+        d = a.nesterov ? std::fma(T(a.momentum), b[i], d) : b[i];          // d + mom buf | buf
       }
-      p[i] += T(-a.lr) * d;                                              // p -= lr d
+      p[i] = std::fma(T(-a.lr), d, p[i]);                                  // p -= lr d
     }
   });
 }
@@ -219,9 +236,9 @@ void adagrad_step(const TensorView& param, const TensorView& grad, const TensorV
     const T* gp = grad.ptr<T>();
     for (int64_t i = 0; i < param.numel(); ++i) {
       T g = gp[i];
-      if (a.weight_decay != 0) g += T(a.weight_decay) * p[i];           // g = g + wd p
-      s[i] += g * g;                                                     // sum += g^2
-      p[i] += T(-a.lr) * (g / (std::sqrt(s[i]) + T(a.eps)));             // p -= clr g / (sqrt(sum) + eps)
+      if (a.weight_decay != 0) g = std::fma(T(a.weight_decay), p[i], g);  // g = g + wd p
+      s[i] = std::fma(g, g, s[i]);                                         // sum += g^2
+      p[i] = std::fma(T(-a.lr), g / (std::sqrt(s[i]) + T(a.eps)), p[i]);   // p -= clr g / (sqrt(sum) + eps)
     }
   });
 }

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds the safetensors fuzzer with clang (libFuzzer + ASan + UBSan, library instrumented too)
-# and fuzzes the parser for a bounded time.
+# Builds the safetensors fuzzer (libFuzzer + ASan + UBSan; see tests/fuzz/meson.build) and
+# fuzzes the parser for a bounded time.
 #
-#   tests/fuzz/run.sh [SECONDS] [BUILD_DIR]      # defaults: 60, build-fuzz
+#   tests/fuzz/run.sh [SECONDS] [BUILD_DIR]      # defaults: 60, <repo>/build-fuzz
 #
 # New inputs go to BUILD_DIR/fuzz-corpus (the seeds in tests/fuzz/corpus are only read);
 # a crashing input is saved as BUILD_DIR/fuzz-artifacts/crash-* and the script exits non-zero.
-# Env: CXX (default clang++), JOBS (ninja -j, default 2), FUZZ_FORKS (parallel fuzzing jobs,
-# default 1).
+# Env: JOBS (ninja -j, default 2), FUZZ_FORKS (parallel fuzzing processes, default 1).
+# BUILD_DIR is set up with the default compiler unless it exists; clang++ must be on PATH
+# (Debian: apt-get install clang libclang-rt-dev).
 set -euo pipefail
 
 secs=${1:-60}
@@ -16,16 +17,16 @@ build=${2:-$root/build-fuzz}
 case "$build" in /*) ;; *) build=$PWD/$build ;; esac
 
 if [ ! -f "$build/build.ninja" ]; then
-  CXX=${CXX:-clang++} meson setup "$build" "$root" -Dfuzz=true -Dbuildtype=debugoptimized \
-    -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dcpp_args='-fsanitize=fuzzer-no-link -fno-sanitize-recover=all'
+  meson setup "$build" "$root" -Dfuzz=true -Dbuildtype=debugoptimized
+else
+  meson configure "$build" -Dfuzz=true
 fi
 ninja -C "$build" -j"${JOBS:-2}" tests/fuzz/fuzz_safetensors
 
 work=$build/fuzz-corpus/safetensors
 artifacts=$build/fuzz-artifacts/
 mkdir -p "$work" "$artifacts"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 fork_args=()
 if [ "${FUZZ_FORKS:-1}" -gt 1 ]; then fork_args=(-fork="$FUZZ_FORKS"); fi

@@ -47,7 +47,8 @@ void set(Tensor& p, std::vector<double> v) {
   p.copy_(from_vector(v, p.shape(), DType::f64));
 }
 
-template <class F> std::string error_of(F&& f) {
+template <class F>
+std::string error_of(F&& f) {
   try {
     f();
   } catch (const Error& e) {
@@ -256,7 +257,10 @@ TEST_CASE("nn init: trunc_normal_ stays in [a, b] with the truncated moments") {
 }
 
 TEST_CASE("nn init: orthogonal_ gives orthonormal rows or columns") {
-  struct C { Shape shape; double gain; };
+  struct C {
+    Shape shape;
+    double gain;
+  };
   for (const C& c : {C{{3, 5}, 1.0}, C{{5, 3}, 1.0}, C{{6, 6}, 1.0}, C{{64, 64}, 1.0},
                      C{{4, 2, 3}, 2.0}, C{{40, 7}, 0.5}}) {
     INFO("shape " << c.shape.str() << " gain " << c.gain);
@@ -367,8 +371,10 @@ TEST_CASE("nn layers: Dropout train vs eval") {
   std::vector<double> y = drop.forward(x).to_vector<double>();
   int64_t zeros_n = 0, bad = 0;
   for (double v : y) {
-    if (v == 0.0) ++zeros_n;
-    else if (std::abs(v - 1.0 / 0.75) > 1e-15) ++bad;  // kept values are scaled by 1/(1-p)
+    if (v == 0.0)
+      ++zeros_n;
+    else if (std::abs(v - 1.0 / 0.75) > 1e-15)
+      ++bad;  // kept values are scaled by 1/(1-p)
   }
   CHECK(bad == 0);
   CHECK(double(zeros_n) / 100000 == doctest::Approx(0.25).epsilon(0.03));
@@ -410,7 +416,11 @@ TEST_CASE("nn layers: LayerNorm values, parameters and gradcheck") {
   check_values(ln.forward(f64({1, 2, 3}, {3})), {-2 * d, 1, 0.5 * d - 1}, 1e-12);
 
   Generator g(15);
-  { NoGradGuard ng; ln.weight.copy_(randn({3}, DType::f64, &g)); ln.bias.copy_(randn({3}, DType::f64, &g)); }
+  {
+    NoGradGuard ng;
+    ln.weight.copy_(randn({3}, DType::f64, &g));
+    ln.bias.copy_(randn({3}, DType::f64, &g));
+  }
   auto r = check_module(ln, randn64({2, 4, 3}, 16));
   CHECK_MESSAGE(r.ok, r.message);
 
@@ -463,7 +473,8 @@ TEST_CASE("nn layers: Sequential names, forward chain, nesting and gradcheck") {
   CHECK(empty_seq.forward(x).same(x));
   CHECK_THROWS_AS(seq[5], Error);
   CHECK_THROWS_AS(seq.push_back(nullptr), Error);
-  nn::Sequential from_vec(std::vector<std::shared_ptr<nn::Module>>{std::make_shared<nn::Identity>()});
+  nn::Sequential from_vec(
+      std::vector<std::shared_ptr<nn::Module>>{std::make_shared<nn::Identity>()});
   CHECK(from_vec.named_children()[0].first == "0");
 }
 
@@ -472,7 +483,8 @@ TEST_CASE("nn layers: activation modules") {
   nn::ReLU relu_m;
   check_values(relu_m.forward(x), {0, 0, 0.7, 1.5});
   nn::Tanh tanh_m;
-  check_values(tanh_m.forward(x), {std::tanh(-2.0), std::tanh(-0.5), std::tanh(0.7), std::tanh(1.5)});
+  check_values(tanh_m.forward(x),
+               {std::tanh(-2.0), std::tanh(-0.5), std::tanh(0.7), std::tanh(1.5)});
   nn::Sigmoid sig_m;
   check_values(sig_m.forward(x), {1 / (1 + std::exp(2.0)), 1 / (1 + std::exp(0.5)),
                                   1 / (1 + std::exp(-0.7)), 1 / (1 + std::exp(-1.5))});
@@ -522,15 +534,18 @@ TEST_CASE("nn loss: nll_loss values, ignore_index, reductions and gradcheck") {
   Tensor lp = randn64({4, 6}, 21);
   Tensor tg = i64({5, -100, 0, 3}, {4});
   for (Reduction red : {Reduction::none, Reduction::sum, Reduction::mean}) {
-    auto r = gradcheck([&](const std::vector<Tensor>& v) { return nn::nll_loss(v[0], tg, -100, red); },
-                       {lp});
+    auto r = gradcheck(
+        [&](const std::vector<Tensor>& v) { return nn::nll_loss(v[0], tg, -100, red); }, {lp});
     CHECK_MESSAGE(r.ok, r.message);
   }
   nn::NLLLoss mod({.ignore_index = 0, .reduction = Reduction::sum});
   CHECK(mod.repr() == "NLLLoss(ignore_index=0, reduction=sum)");
   check_values(mod(logp, i64({2, 0, 1}, {3})), {-std::log(0.5) - std::log(0.25)});
-  auto r = gradcheck([&](const std::vector<Tensor>& v) { return mod(v[0], i64({5, 0, 2, 0}, {4})); },
-                     {lp});
+  auto r = gradcheck(
+      [&](const std::vector<Tensor>& v) {
+        return mod(v[0], i64({5, 0, 2, 0}, {4}));
+      },
+      {lp});
   CHECK_MESSAGE(r.ok, r.message);
 
   CHECK(contains(error_of([&] { nn::nll_loss(logp, f64({0, 1, 2}, {3})); }), "int64"));
@@ -593,36 +608,42 @@ TEST_CASE("nn loss: binary_cross_entropy_with_logits values, stability and gradc
     Generator g(26);
     Tensor yt = uniform({3, 4}, 0, 1, TensorOptions(DType::f64).requires_grad(), &g);
     auto r = gradcheck(
-        [&](const std::vector<Tensor>& v) { return nn::binary_cross_entropy_with_logits(v[0], v[1], red); },
+        [&](const std::vector<Tensor>& v) {
+          return nn::binary_cross_entropy_with_logits(v[0], v[1], red);
+        },
         {randn64({3, 4}, 27), yt});
     CHECK_MESSAGE(r.ok, r.message);
     r = gradcheck(
         [&](const std::vector<Tensor>& v) {
           return nn::binary_cross_entropy_with_logits(v[0], v[1], red, v[2]);
         },
-        {randn64({3, 4}, 28), yt, uniform({4}, 0.5, 2, TensorOptions(DType::f64).requires_grad(), &g)});
+        {randn64({3, 4}, 28), yt,
+         uniform({4}, 0.5, 2, TensorOptions(DType::f64).requires_grad(), &g)});
     CHECK_MESSAGE(r.ok, r.message);
   }
 
   // the module keeps pos_weight as a buffer that follows to()
-  nn::BCEWithLogitsLoss mod({.reduction = Reduction::none, .pos_weight = f64({2.0, 0.5}, {2}).to(DType::f32)});
+  nn::BCEWithLogitsLoss mod(
+      {.reduction = Reduction::none, .pos_weight = f64({2.0, 0.5}, {2}).to(DType::f32)});
   CHECK(mod.repr() == "BCEWithLogitsLoss(reduction=none, pos_weight=[2])");
   CHECK(mod.named_buffers().size() == 1);
   mod.to(DType::f64);
   CHECK(mod.pos_weight.dtype() == DType::f64);
-  check_values(mod(xp, yp), {refp(0.3, 1, 2), refp(-1.2, 0, 0.5), refp(2, 0.5, 2), refp(-0.4, 1, 0.5)},
-               1e-12);
+  check_values(mod(xp, yp),
+               {refp(0.3, 1, 2), refp(-1.2, 0, 0.5), refp(2, 0.5, 2), refp(-0.4, 1, 0.5)}, 1e-12);
   nn::BCEWithLogitsLoss plain;
   auto r = gradcheck([&](const std::vector<Tensor>& v) { return plain(v[0], v[1]); },
                      {randn64({5}, 29), f64({0, 1, 1, 0, 0.5}, {5})});
   CHECK_MESSAGE(r.ok, r.message);
 
-  CHECK(contains(error_of([&] { nn::binary_cross_entropy_with_logits(x, f64({1}, {1})); }), "shape"));
+  CHECK(
+      contains(error_of([&] { nn::binary_cross_entropy_with_logits(x, f64({1}, {1})); }), "shape"));
   CHECK_THROWS_AS(nn::binary_cross_entropy_with_logits(x, y.to(DType::f32)), Error);
-  CHECK(contains(error_of([&] {
-          nn::binary_cross_entropy_with_logits(xp, yp, Reduction::mean, f64({1, 2, 3}, {3}));
-        }),
-        "pos_weight"));
+  CHECK(
+      contains(error_of([&] {
+                 nn::binary_cross_entropy_with_logits(xp, yp, Reduction::mean, f64({1, 2, 3}, {3}));
+               }),
+               "pos_weight"));
 }
 
 TEST_CASE("nn loss: CrossEntropyLoss wraps cross_entropy") {
@@ -634,7 +655,8 @@ TEST_CASE("nn loss: CrossEntropyLoss wraps cross_entropy") {
   // hand value: one row of logits [0, ln 2, ln 5] -> p(target 2) = 5/8
   check_values(ce(log(f64({1, 2, 5}, {1, 3})), i64({2}, {1})), {-std::log(5.0 / 8)}, 1e-12);
 
-  nn::CrossEntropyLoss smooth({.ignore_index = 0, .label_smoothing = 0.1, .reduction = Reduction::sum});
+  nn::CrossEntropyLoss smooth(
+      {.ignore_index = 0, .label_smoothing = 0.1, .reduction = Reduction::sum});
   CrossEntropyOptions o{.ignore_index = 0, .label_smoothing = 0.1, .reduction = Reduction::sum};
   Tensor t0 = i64({1, 0, 3, 4}, {4});  // row 1 ignored
   CHECK(smooth(x, t0).item() == doctest::Approx(cross_entropy(x, t0, o).item()).epsilon(1e-14));
