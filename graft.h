@@ -2,7 +2,8 @@
 //
 //   ops/       devices, dtypes, shapes, errors, random streams (kernels live behind ops/kernels.h)
 //   autograd/  Tensor and its factories, the differentiable ops, the tape (Node, backward),
-//              grad mode, gradcheck and the op table
+//              grad mode, gradcheck and the op table; static expression graphs (ct, fuse)
+//   nn/        Module, layers, init, losses, optimisers, schedulers, clipping, safetensors
 #pragma once
 
 #include "ops/device.h"
@@ -17,3 +18,14 @@
 #include "autograd/node.h"
 #include "autograd/op_table.h"
 #include "autograd/tensor.h"
+#include "autograd/ct.h"
+#include "autograd/fuse.h"
+
+#include "nn/clip.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+#include "nn/safetensors.h"
+#include "nn/scheduler.h"
