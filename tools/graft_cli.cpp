@@ -3,23 +3,39 @@
 //   graft ops       the op table: devices with kernels, differentiable, gradcheck cases
 //   graft devices   the devices this build can run on
 //   graft version   version and build configuration
+//   graft train mlp the two-spirals MLP with nn::Trainer (run directory, checkpoints, resume)
+//   graft plot DIR  draw a run's metrics.jsonl into DIR/loss.png and DIR/loss.svg
 //
-// Parse errors (unknown subcommand, bad flag) print a message and exit with status 2.
+// Parse errors (unknown subcommand, bad flag or value, bad --config file) print a message and
+// exit with status 2. A training run stopped by Ctrl-C saves a checkpoint and exits with 130.
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <xsimd/xsimd.hpp>
 
+#include "data/spirals.h"
 #include "graft.h"
 #include "graft_config.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/optim.h"
+#include "nn/scheduler.h"
+#include "nn/trainer.h"
 #include "ops/kernels.h"
+#include "tools/plot.h"
 
 namespace {
 
@@ -108,6 +124,209 @@ int cmd_version() {
   return 0;
 }
 
+// ---------------------------------------------------------------- graft train mlp
+struct MlpArgs {
+  int64_t steps = 2000;
+  double lr = 0.03;
+  int64_t batch = 64;
+  int64_t hidden = 128;
+  int64_t seed = 42;
+  int64_t points = 200;
+  double noise = 0.02;
+  double weight_decay = 0.0;
+  std::string schedule = "cosine";
+  int64_t warmup = 0;
+  double clip_grad_norm = 0.0;
+  int64_t grad_accumulation = 1;
+  int64_t patience = 0;
+  std::string run_dir = "runs/mlp";
+  bool resume = false;
+  bool overwrite = false;
+  int64_t eval_every = 100;
+  int64_t checkpoint_every = 500;
+  std::string config;
+};
+
+// The run's configuration as saved with it: every option that shapes the training (not where
+// it is saved or whether it resumes).
+std::string mlp_config_json(const MlpArgs& a) {
+  nlohmann::ordered_json j;
+  j["model"] = "mlp";
+  j["steps"] = a.steps;
+  j["lr"] = a.lr;
+  j["batch"] = a.batch;
+  j["hidden"] = a.hidden;
+  j["seed"] = a.seed;
+  j["points"] = a.points;
+  j["noise"] = a.noise;
+  j["weight-decay"] = a.weight_decay;
+  j["schedule"] = a.schedule;
+  j["warmup"] = a.warmup;
+  j["clip-grad-norm"] = a.clip_grad_norm;
+  j["grad-accumulation"] = a.grad_accumulation;
+  j["patience"] = a.patience;
+  j["eval-every"] = a.eval_every;
+  return j.dump();
+}
+
+// Fills the options of `sub` that the command line did not give from a JSON object whose keys
+// are the long option names ({"steps": 500, "lr": 0.005, "resume": true}). Errors are CLI11
+// parse errors (exit status 2) naming the file and the key.
+void apply_json_config(CLI::App* sub, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw CLI::FileError::Missing(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw CLI::ValidationError("--config", fmt::format("{} is not valid JSON: {}", path, e.what()));
+  }
+  if (!j.is_object())
+    throw CLI::ValidationError("--config", fmt::format("{} must hold a JSON object", path));
+  for (auto& [key, value] : j.items()) {
+    CLI::Option* opt = key == "config" || key == "help" ? nullptr : sub->get_option_no_throw("--" + key);
+    if (!opt) {
+      std::vector<std::string> known;
+      for (const CLI::Option* o : sub->get_options())
+        if (!o->get_lnames().empty() && o->get_lnames()[0] != "config" && o->get_lnames()[0] != "help")
+          known.push_back(o->get_lnames()[0]);
+      throw CLI::ValidationError(
+          "--config", fmt::format("{}: unknown key '{}'; known keys: {}", path, key,
+                                  fmt::join(known, ", ")));
+    }
+    if (opt->count() > 0) continue;  // the command line wins
+    try {
+      if (opt->get_expected_min() == 0) {  // a flag
+        if (!value.is_boolean())
+          throw CLI::ValidationError(key, fmt::format("expected true or false, got {}", value.dump()));
+        if (value.get<bool>()) {
+          opt->add_result("true");
+          opt->run_callback();
+        }
+        continue;
+      }
+      std::string text;
+      if (value.is_string())
+        text = value.get<std::string>();
+      else if (value.is_number())
+        text = value.dump();
+      else
+        throw CLI::ValidationError(key, fmt::format("expected a number or a string, got {}",
+                                                    value.dump()));
+      opt->add_result(text);
+      opt->run_callback();
+    } catch (const CLI::ParseError& e) {
+      throw CLI::ValidationError("--config", fmt::format("{}: key '{}': {}", path, key, e.what()));
+    }
+  }
+}
+
+// A finite number in [lo, hi] (CLI::Range lets NaN through and prints its bounds as %f).
+CLI::Validator finite_in(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        double v = 0;
+        size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          return fmt::format("'{}' is not a number", text);
+        }
+        if (used != text.size() || !std::isfinite(v) || v < lo || v > hi)
+          return fmt::format("'{}' must be a finite number in [{:g}, {:g}]", text, lo, hi);
+        return "";
+      },
+      fmt::format("NUMBER in [{:g}, {:g}]", lo, hi));
+}
+
+double accuracy(const graft::Tensor& logits, const graft::Tensor& y) {
+  return graft::mean(graft::eq(graft::argmax(logits, 1), y).to(graft::DType::f32)).item();
+}
+
+int cmd_train_mlp(const MlpArgs& a) {
+  using namespace graft;
+  if (a.batch % a.grad_accumulation != 0)
+    throw Error(fmt::format("train mlp: --batch {} must be a multiple of --grad-accumulation {} "
+                            "(each step averages that many equal micro-batches)",
+                            a.batch, a.grad_accumulation));
+  if (a.warmup >= a.steps && a.schedule == "cosine")
+    throw Error(fmt::format("train mlp: --warmup {} must be below --steps {}", a.warmup, a.steps));
+  const int64_t micro = a.batch / a.grad_accumulation;
+
+  Generator data_gen(uint64_t(a.seed));
+  const data::Spirals ds = data::make_spirals(a.points, a.noise, data_gen);
+  manual_seed(uint64_t(a.seed));  // parameter init draws from the default generator
+  auto model = std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Linear>(2, a.hidden), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(a.hidden, a.hidden), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(a.hidden, 2));
+  nn::CrossEntropyLoss ce;
+  optim::AdamW opt(model->parameters(), {.lr = a.lr, .weight_decay = a.weight_decay});
+  std::unique_ptr<optim::LRScheduler> sched;
+  if (a.schedule == "cosine")
+    sched = std::make_unique<optim::CosineWithWarmup>(opt, a.warmup, a.steps);
+  Generator batch_gen(uint64_t(a.seed) + 1);
+
+  fmt::print("two spirals: {} points, MLP 2 -> {} -> {} -> 2 (tanh), {} parameters\n",
+             ds.x.size(0), a.hidden, a.hidden, model->num_parameters());
+  fmt::print("AdamW lr {} ({} schedule), batch {}{}, {} steps, seed {}{}\n", a.lr, a.schedule,
+             a.batch,
+             a.grad_accumulation > 1 ? fmt::format(" ({} x {})", a.grad_accumulation, micro) : "",
+             a.steps, a.seed, a.run_dir.empty() ? "" : ", run directory " + a.run_dir);
+  std::fflush(stdout);
+
+  nn::TrainerOptions to;
+  to.max_steps = a.steps;
+  to.eval_every = a.eval_every;
+  to.checkpoint_every = a.run_dir.empty() ? 0 : a.checkpoint_every;
+  to.run_dir = a.run_dir;
+  to.resume = a.resume;
+  to.overwrite = a.overwrite;
+  to.early_stopping_patience = a.patience;
+  to.clip_grad_norm = a.clip_grad_norm;
+  to.grad_accumulation = a.grad_accumulation;
+  to.config_json = mlp_config_json(a);
+  to.items_name = "samples";
+  if (a.patience > 0 && a.eval_every == 0)
+    throw Error("train mlp: --patience needs evaluations; set --eval-every N (N > 0)");
+
+  nn::Trainer trainer(
+      to, *model, opt, sched.get(),
+      [&](int64_t, int) -> nn::MicroBatchLoss {
+        data::Batch b = data::sample_batch(ds.x, ds.y, micro, batch_gen);
+        return {ce(model->forward(b.x), b.y), micro};
+      },
+      [&] {
+        Tensor logits = model->forward(ds.x);
+        return std::map<std::string, double>{{"loss", ce(logits, ds.y).item()},
+                                             {"accuracy", accuracy(logits, ds.y)}};
+      });
+  trainer.register_generator("batches", batch_gen);
+  const nn::TrainResult r = trainer.fit();
+
+  double acc = 0, loss = 0;
+  {
+    NoGradGuard no_grad;
+    model->eval();
+    Tensor logits = model->forward(ds.x);
+    acc = accuracy(logits, ds.y);
+    loss = ce(logits, ds.y).item();
+  }
+  fmt::print("final train accuracy: {:.2f}% ({} points), loss {:.4f}, after {} steps ({})\n",
+             100 * acc, ds.x.size(0), loss, r.step, nn::stop_reason_name(r.reason));
+  if (!a.run_dir.empty())
+    fmt::print("run directory: {} (metrics.jsonl, checkpoint/); plot it with: graft plot {}\n",
+               a.run_dir, a.run_dir);
+  return r.reason == nn::StopReason::interrupted ? 130 : 0;
+}
+
+int cmd_plot(const std::string& run_dir, int width, int height) {
+  const auto files = graft::tools::plot_run(run_dir, {.panel_width = width, .panel_height = height});
+  graft::tools::release_plot_caches();  // the process ends here: leave nothing for leak checkers
+  fmt::print("wrote {}\n", fmt::join(files, " and "));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,8 +343,51 @@ int main(int argc, char** argv) {
   CLI::App* devices = app.add_subcommand("devices", "List the devices this build can run on");
   CLI::App* version = app.add_subcommand("version", "Print the version and build configuration");
 
+  CLI::App* train = app.add_subcommand("train", "Train a model with nn::Trainer (progress, metrics, checkpoints, resume)");
+  train->require_subcommand(1);
+  MlpArgs mlp_args;
+  CLI::App* mlp = train->add_subcommand(
+      "mlp", "The two-spirals MLP (Linear-Tanh-Linear-Tanh-Linear, cross-entropy, AdamW)");
+  mlp->footer(
+      "\nThe run directory gets metrics.jsonl (one JSON object per step and per evaluation),\n"
+      "config.json, best_model.safetensors and checkpoint/ (see nn/trainer.h); draw it with\n"
+      "'graft plot DIR'. Ctrl-C finishes the current step, saves a checkpoint and exits with\n"
+      "status 130; --resume continues from it with bit-identical losses.");
+  {
+    MlpArgs& a = mlp_args;
+    const auto count = CLI::Range(int64_t(1), int64_t(1) << 40);
+    const auto every = CLI::Range(int64_t(0), int64_t(1) << 40);
+    mlp->add_option("--steps", a.steps, "Optimizer steps to train (in total, across resumes)")->capture_default_str()->check(count);
+    mlp->add_option("--lr", a.lr, "Peak learning rate of AdamW")->capture_default_str()->check(finite_in(1e-12, 1e3));
+    mlp->add_option("--batch", a.batch, "Samples per step, drawn with replacement")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1000000)));
+    mlp->add_option("--hidden", a.hidden, "Width of the two hidden layers")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
+    mlp->add_option("--seed", a.seed, "Seed of the data, the initial weights and the batches")->capture_default_str()->check(CLI::Range(int64_t(0), std::numeric_limits<int64_t>::max()));
+    mlp->add_option("--run-dir", a.run_dir, "Run directory for metrics.jsonl and checkpoints (\"\" = none)")->capture_default_str();
+    mlp->add_flag("--resume", a.resume, "Continue from the run directory's checkpoint (if any)");
+    mlp->add_flag("--overwrite", a.overwrite, "Start over in a run directory that holds a checkpoint");
+    mlp->add_option("--eval-every", a.eval_every, "Evaluate loss and accuracy on the whole set every N steps (0 = never)")->capture_default_str()->check(every);
+    mlp->add_option("--checkpoint-every", a.checkpoint_every, "Save a checkpoint every N steps (0 = only at the end)")->capture_default_str()->check(every);
+    mlp->add_option("--config", a.config, "JSON file with options by long name, e.g. {\"steps\": 500, \"lr\": 0.005}; flags given here win");
+    mlp->add_option("--points", a.points, "Points per spiral")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1000000)));
+    mlp->add_option("--noise", a.noise, "Std of the Gaussian noise added to the points")->capture_default_str()->check(finite_in(0.0, 10.0));
+    mlp->add_option("--weight-decay", a.weight_decay, "AdamW's decoupled weight decay")->capture_default_str()->check(finite_in(0.0, 1e3));
+    mlp->add_option("--schedule", a.schedule, "Learning-rate schedule: cosine (with --warmup) or constant")->capture_default_str()->check(CLI::IsMember({"cosine", "constant"}));
+    mlp->add_option("--warmup", a.warmup, "Linear warmup steps of the cosine schedule")->capture_default_str()->check(every);
+    mlp->add_option("--clip-grad-norm", a.clip_grad_norm, "Clip the gradients' total L2 norm to this (0 = off)")->capture_default_str()->check(finite_in(0.0, 1e12));
+    mlp->add_option("--grad-accumulation", a.grad_accumulation, "Micro-batches per step (--batch must be a multiple)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1000000)));
+    mlp->add_option("--patience", a.patience, "Early stopping: evaluations without a lower eval loss (0 = off)")->capture_default_str()->check(every);
+  }
+
+  std::string plot_dir;
+  int plot_width = 640, plot_height = 400;
+  CLI::App* plot = app.add_subcommand("plot", "Draw a run's metrics.jsonl into RUN_DIR/loss.png and RUN_DIR/loss.svg");
+  plot->add_option("run_dir", plot_dir, "The run directory (as given to graft train --run-dir)")->required();
+  plot->add_option("--width", plot_width, "Width of each panel in pixels")->capture_default_str()->check(CLI::Range(200, 4000));
+  plot->add_option("--height", plot_height, "Height of each panel in pixels")->capture_default_str()->check(CLI::Range(150, 4000));
+
   try {
     app.parse(argc, argv);
+    if (mlp->parsed() && !mlp_args.config.empty()) apply_json_config(mlp, mlp_args.config);
   } catch (const CLI::ParseError& e) {
     // A first word that is not a subcommand reads better as "unknown subcommand".
     auto known = app.get_subcommands([&](CLI::App* s) { return argc > 1 && s->check_name(argv[1]); });
@@ -142,6 +404,8 @@ int main(int argc, char** argv) {
     if (ops->parsed()) return cmd_ops(filter, missing_only);
     if (devices->parsed()) return cmd_devices();
     if (version->parsed()) return cmd_version();
+    if (mlp->parsed()) return cmd_train_mlp(mlp_args);
+    if (plot->parsed()) return cmd_plot(plot_dir, plot_width, plot_height);
     fmt::print("{}", app.help());
     return 0;
   } catch (const graft::Error& e) {
