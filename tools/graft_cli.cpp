@@ -321,7 +321,13 @@ int cmd_train_mlp(const MlpArgs& a) {
 }
 
 int cmd_plot(const std::string& run_dir, int width, int height) {
-  const auto files = graft::tools::plot_run(run_dir, {.panel_width = width, .panel_height = height});
+  std::vector<std::string> files;
+  try {
+    files = graft::tools::plot_run(run_dir, {.panel_width = width, .panel_height = height});
+  } catch (...) {
+    graft::tools::release_plot_caches();
+    throw;
+  }
   graft::tools::release_plot_caches();  // the process ends here: leave nothing for leak checkers
   fmt::print("wrote {}\n", fmt::join(files, " and "));
   return 0;
