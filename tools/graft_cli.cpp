@@ -31,6 +31,7 @@
 #include "graft_config.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
+#include "tools/commands.h"
 #include "nn/optim.h"
 #include "nn/scheduler.h"
 #include "nn/trainer.h"
@@ -391,6 +392,11 @@ int main(int argc, char** argv) {
   plot->add_option("--width", plot_width, "Width of each panel in pixels")->capture_default_str()->check(CLI::Range(200, 4000));
   plot->add_option("--height", plot_height, "Height of each panel in pixels")->capture_default_str()->check(CLI::Range(150, 4000));
 
+  graft::tools::Commands extra;  // subcommands defined in tools/cmd_*.cpp (tools/commands.h)
+#define GRAFT_CALL_REGISTRAR(fn) graft::tools::fn(app, *train, extra);
+  GRAFT_TOOL_REGISTRARS(GRAFT_CALL_REGISTRAR)
+#undef GRAFT_CALL_REGISTRAR
+
   try {
     app.parse(argc, argv);
     if (mlp->parsed() && !mlp_args.config.empty()) apply_json_config(mlp, mlp_args.config);
@@ -412,6 +418,8 @@ int main(int argc, char** argv) {
     if (version->parsed()) return cmd_version();
     if (mlp->parsed()) return cmd_train_mlp(mlp_args);
     if (plot->parsed()) return cmd_plot(plot_dir, plot_width, plot_height);
+    for (auto& c : extra)
+      if (c.app->parsed()) return c.run();
     fmt::print("{}", app.help());
     return 0;
   } catch (const graft::Error& e) {
