@@ -49,6 +49,21 @@ struct AdagradStepArgs {
   double eps = 1e-10, weight_decay = 0.0;
 };
 
+// Arguments of the 1-D convolution kernels (ops/cpu/conv.cpp): x [B, C_in, L], w [C_out,
+// C_in/groups, K], out [B, C_out, L_out] with L_out = (L + pad_l + pad_r - dilation (K-1) - 1)
+// / stride + 1 (PyTorch's formula; padding may differ on each side).
+struct Conv1dArgs {
+  int64_t stride = 1, pad_l = 0, pad_r = 0, dilation = 1, groups = 1;
+};
+// Arguments of the 1-D pooling kernels: windows of `kernel` taps, `dilation` apart (max only),
+// every `stride` positions, over x padded by pad_l / pad_r (-inf for max, 0 for avg).
+enum class PoolKind : uint8_t { max, avg };
+struct Pool1dArgs {
+  PoolKind kind = PoolKind::max;
+  int64_t kernel = 1, stride = 1, pad_l = 0, pad_r = 0, dilation = 1;
+  bool count_include_pad = true;  // avg: divide by `kernel` (true) or by the taps inside x
+};
+
 struct Backend {
   const char* name;
   // ---- memory
@@ -126,6 +141,24 @@ struct Backend {
   // Adagrad: updates param and the sum of squared gradients.
   void (*adagrad_step)(const TensorView& param, const TensorView& grad, const TensorView& sum,
                        const AdagradStepArgs& a);
+  // ---- 1-D convolution and pooling (ops/cpu/conv.cpp); inputs any strides, outputs contiguous.
+  // out[b, o, t] = bias[o] + sum_{i, k} w[o, i, k] x[b, g C_in/G + i, t stride - pad_l + k dil]
+  // (g = the group of o; taps outside x read 0; bias data null: none).
+  void (*conv1d)(const TensorView& x, const TensorView& w, const TensorView& bias,
+                 const Conv1dArgs& a, const TensorView& out);
+  // dx [B, C_in, L] = the transpose of conv1d applied to dy (written, not accumulated).
+  void (*conv1d_backward_input)(const TensorView& dy, const TensorView& w, const Conv1dArgs& a,
+                                const TensorView& dx);
+  // dw [C_out, C_in/G, K] = sum_{b, t} dy x-taps; dbias [C_out] = sum_{b, t} dy (data null: skip).
+  void (*conv1d_backward_weight)(const TensorView& x, const TensorView& dy, const Conv1dArgs& a,
+                                 const TensorView& dw, const TensorView& dbias);
+  // out [B, C, L_out] = max or mean of each window of x [B, C, L]; for max, indices (int64,
+  // same shape) get the position in [0, L) of each maximum (the first one on ties).
+  void (*pool1d)(const TensorView& x, const Pool1dArgs& a, const TensorView& out,
+                 const TensorView& indices);
+  // dx [B, C, L] (written): max: dx[idx] += dy; avg: each dy spread evenly over its window.
+  void (*pool1d_backward)(const TensorView& dy, const TensorView& indices, const Pool1dArgs& a,
+                          const TensorView& dx);
 };
 
 // The table for `device`, or nullptr if no back-end is compiled/available for it.

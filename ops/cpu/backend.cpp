@@ -9,7 +9,9 @@ namespace graft {
         NS::reduce, NS::matmul, NS::linear, NS::softmax, NS::softmax_backward, NS::layer_norm, \
         NS::layer_norm_backward, NS::index_select, NS::index_add, NS::gather, NS::scatter_add,  \
         NS::cross_entropy, NS::cross_entropy_backward, NS::uniform, NS::normal, NS::adam_step, \
-        NS::sgd_step, NS::adagrad_step                                                         \
+        NS::sgd_step, NS::adagrad_step,                                                        \
+        NS::conv1d, NS::conv1d_backward_input, NS::conv1d_backward_weight, NS::pool1d,          \
+        NS::pool1d_backward                                                                     \
   }
 
 const Backend& cpu_backend() {

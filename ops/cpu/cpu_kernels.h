@@ -51,7 +51,17 @@ inline constexpr int64_t kParallelGrain = 32768;
   void sgd_step(const TensorView& param, const TensorView& grad, const TensorView& buf,          \
                 const SgdStepArgs& a);                                                           \
   void adagrad_step(const TensorView& param, const TensorView& grad, const TensorView& sum,      \
-                    const AdagradStepArgs& a);
+                    const AdagradStepArgs& a);                                                   \
+  void conv1d(const TensorView& x, const TensorView& w, const TensorView& bias,                  \
+              const Conv1dArgs& a, const TensorView& out);                                       \
+  void conv1d_backward_input(const TensorView& dy, const TensorView& w, const Conv1dArgs& a,     \
+                             const TensorView& dx);                                              \
+  void conv1d_backward_weight(const TensorView& x, const TensorView& dy, const Conv1dArgs& a,    \
+                              const TensorView& dw, const TensorView& dbias);                    \
+  void pool1d(const TensorView& x, const Pool1dArgs& a, const TensorView& out,                   \
+              const TensorView& indices);                                                        \
+  void pool1d_backward(const TensorView& dy, const TensorView& indices, const Pool1dArgs& a,     \
+                       const TensorView& dx);
 
 GRAFT_CPU_KERNEL_DECLS
 namespace ref {
