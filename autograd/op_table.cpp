@@ -15,6 +15,7 @@ const std::vector<OpInfo>& op_table() {
     register_loss_ops(t);
     register_random_ops(t);
     register_fused_ops(t);
+    register_rnn_ops(t);
     register_conv_ops(t);
     return t;
   }();

@@ -51,6 +51,7 @@ void register_index_ops(std::vector<OpInfo>& t);
 void register_loss_ops(std::vector<OpInfo>& t);
 void register_random_ops(std::vector<OpInfo>& t);
 void register_fused_ops(std::vector<OpInfo>& t);
+void register_rnn_ops(std::vector<OpInfo>& t);  // autograd/ops_rnn.cpp (issue 5)
 void register_conv_ops(std::vector<OpInfo>& t);  // autograd/ops_conv.cpp (issue 9)
 
 }  // namespace graft
