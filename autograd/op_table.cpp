@@ -15,8 +15,9 @@ const std::vector<OpInfo>& op_table() {
     register_loss_ops(t);
     register_random_ops(t);
     register_fused_ops(t);
-    register_rnn_ops(t);
     register_conv_ops(t);
+    register_attention_ops(t);
+    register_rnn_ops(t);
     return t;
   }();
   return table;

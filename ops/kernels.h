@@ -49,6 +49,15 @@ struct AdagradStepArgs {
   double eps = 1e-10, weight_decay = 0.0;
 };
 
+// Arguments of the fused attention kernels (ops/cpu/attention.cpp).
+struct AttentionArgs {
+  double scale = 1.0;         // scores = scale * q.k + mask
+  bool causal = false;        // key j visible to query i only when j <= i + causal_offset
+  int64_t causal_offset = 0;  // 0: top-left aligned (PyTorch's is_causal); S - T: bottom-right
+  double dropout_p = 0.0;     // attention dropout; score (n, i, j) kept iff
+  uint64_t seed = 0, offset = 0;  //   philox_uniform(seed, offset + (n T + i) S + j) >= p
+};
+
 // Arguments of the 1-D convolution kernels (ops/cpu/conv.cpp): x [B, C_in, L], w [C_out,
 // C_in/groups, K], out [B, C_out, L_out] with L_out = (L + pad_l + pad_r - dilation (K-1) - 1)
 // / stride + 1 (PyTorch's formula; padding may differ on each side).
@@ -141,6 +150,18 @@ struct Backend {
   // Adagrad: updates param and the sum of squared gradients.
   void (*adagrad_step)(const TensorView& param, const TensorView& grad, const TensorView& sum,
                        const AdagradStepArgs& a);
+  // ---- fused attention: q [B,H,T,D], k [B,H,S,D], v [B,H,S,E] contiguous, mask an additive
+  // [B,H,T,S] view with broadcast strides (data null: none). out [B,H,T,E], lse [B,H,T]
+  // (logsumexp of each score row; +inf for a row with every key masked, whose out is 0).
+  void (*attention)(const TensorView& q, const TensorView& k, const TensorView& v,
+                    const TensorView& mask, const AttentionArgs& a, const TensorView& out,
+                    const TensorView& lse);
+  // dq, dk, dv (written, contiguous) from dout, recomputing the probabilities from lse.
+  void (*attention_backward)(const TensorView& q, const TensorView& k, const TensorView& v,
+                             const TensorView& mask, const AttentionArgs& a,
+                             const TensorView& out, const TensorView& lse,
+                             const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                             const TensorView& dv);
   // ---- 1-D convolution and pooling (ops/cpu/conv.cpp); inputs any strides, outputs contiguous.
   // out[b, o, t] = bias[o] + sum_{i, k} w[o, i, k] x[b, g C_in/G + i, t stride - pad_l + k dil]
   // (g = the group of o; taps outside x read 0; bias data null: none).
@@ -170,6 +191,10 @@ const Backend& cpu_reference_backend();
 // run every op through both and compare.
 void set_use_reference_kernels(bool on);
 bool use_reference_kernels();
+// While set (per thread, non-null), backend_for(cpu) returns `b` instead: graft::compile
+// (autograd/compile.cpp) installs a recording table for the duration of a trace.
+void set_cpu_backend_override(const Backend* b);
+const Backend* cpu_backend_override();
 // Registers a back-end (used by ops/opencl at start-up).
 void register_backend(Device::Kind kind, const Backend* backend);
 

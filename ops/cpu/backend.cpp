@@ -10,8 +10,9 @@ namespace graft {
         NS::layer_norm_backward, NS::index_select, NS::index_add, NS::gather, NS::scatter_add,  \
         NS::cross_entropy, NS::cross_entropy_backward, NS::uniform, NS::normal, NS::adam_step, \
         NS::sgd_step, NS::adagrad_step,                                                        \
+        NS::attention, NS::attention_backward,                                                 \
         NS::conv1d, NS::conv1d_backward_input, NS::conv1d_backward_weight, NS::pool1d,          \
-        NS::pool1d_backward                                                                     \
+        NS::pool1d_backward                                                                    \
   }
 
 const Backend& cpu_backend() {
@@ -26,7 +27,10 @@ const Backend& cpu_reference_backend() {
 namespace {
 const Backend* g_opencl = nullptr;
 thread_local bool t_reference __attribute__((tls_model("initial-exec"))) = false;
+thread_local const Backend* t_override __attribute__((tls_model("initial-exec"))) = nullptr;
 }  // namespace
+void set_cpu_backend_override(const Backend* b) { t_override = b; }
+const Backend* cpu_backend_override() { return t_override; }
 void set_use_reference_kernels(bool on) { t_reference = on; }
 bool use_reference_kernels() { return t_reference; }
 void register_backend(Device::Kind kind, const Backend* backend) {
@@ -34,7 +38,10 @@ void register_backend(Device::Kind kind, const Backend* backend) {
   g_opencl = backend;
 }
 const Backend* backend_for(Device device) {
-  if (device.is_cpu()) return t_reference ? &cpu_reference_backend() : &cpu_backend();
+  if (device.is_cpu()) {
+    if (t_override) return t_override;
+    return t_reference ? &cpu_reference_backend() : &cpu_backend();
+  }
   return g_opencl;
 }
 

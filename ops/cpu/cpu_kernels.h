@@ -51,7 +51,14 @@ inline constexpr int64_t kParallelGrain = 32768;
   void sgd_step(const TensorView& param, const TensorView& grad, const TensorView& buf,          \
                 const SgdStepArgs& a);                                                           \
   void adagrad_step(const TensorView& param, const TensorView& grad, const TensorView& sum,      \
-                    const AdagradStepArgs& a);                                                   \
+                    const AdagradStepArgs& a);                                                    \
+  void attention(const TensorView& q, const TensorView& k, const TensorView& v,                  \
+                 const TensorView& mask, const AttentionArgs& a, const TensorView& out,          \
+                 const TensorView& lse);                                                         \
+  void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,         \
+                          const TensorView& mask, const AttentionArgs& a, const TensorView& out, \
+                          const TensorView& lse, const TensorView& dout, const TensorView& dq,   \
+                          const TensorView& dk, const TensorView& dv);                   \
   void conv1d(const TensorView& x, const TensorView& w, const TensorView& bias,                  \
               const Conv1dArgs& a, const TensorView& out);                                       \
   void conv1d_backward_input(const TensorView& dy, const TensorView& w, const Conv1dArgs& a,     \

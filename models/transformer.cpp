@@ -1,0 +1,303 @@
+// The encoder-decoder Transformer (models/transformer.h): embeddings, stacks, tied output,
+// label-smoothed loss, and a KV-cached incremental decoder for greedy and beam search.
+#include "models/transformer.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "autograd/grad_mode.h"
+#include "data/tokenizer.h"
+#include "nn/init.h"
+#include "ops/error.h"
+
+namespace graft::models {
+
+// ------------------------------------------------------------------ options <-> JSON
+
+std::string TransformerOptions::to_json() const {
+  nlohmann::json j{{"src_vocab", src_vocab},
+                   {"tgt_vocab", tgt_vocab},
+                   {"d_model", d_model},
+                   {"nhead", nhead},
+                   {"num_encoder_layers", num_encoder_layers},
+                   {"num_decoder_layers", num_decoder_layers},
+                   {"dim_feedforward", dim_feedforward},
+                   {"dropout", dropout},
+                   {"activation", activation},
+                   {"norm_first", norm_first},
+                   {"share_embeddings", share_embeddings},
+                   {"tie_output", tie_output},
+                   {"learned_positions", learned_positions},
+                   {"max_len", max_len}};
+  return j.dump(2);
+}
+
+TransformerOptions TransformerOptions::from_json(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("TransformerOptions: bad JSON: {}", e.what()));
+  }
+  GRAFT_CHECK(j.is_object(), "TransformerOptions: expected a JSON object");
+  TransformerOptions o;
+  for (auto& [key, val] : j.items()) {
+    try {
+      if (key == "src_vocab") o.src_vocab = val.get<int64_t>();
+      else if (key == "tgt_vocab") o.tgt_vocab = val.get<int64_t>();
+      else if (key == "d_model") o.d_model = val.get<int64_t>();
+      else if (key == "nhead") o.nhead = val.get<int64_t>();
+      else if (key == "num_encoder_layers") o.num_encoder_layers = val.get<int64_t>();
+      else if (key == "num_decoder_layers") o.num_decoder_layers = val.get<int64_t>();
+      else if (key == "dim_feedforward") o.dim_feedforward = val.get<int64_t>();
+      else if (key == "dropout") o.dropout = val.get<double>();
+      else if (key == "activation") o.activation = val.get<std::string>();
+      else if (key == "norm_first") o.norm_first = val.get<bool>();
+      else if (key == "share_embeddings") o.share_embeddings = val.get<bool>();
+      else if (key == "tie_output") o.tie_output = val.get<bool>();
+      else if (key == "learned_positions") o.learned_positions = val.get<bool>();
+      else if (key == "max_len") o.max_len = val.get<int64_t>();
+      else throw Error(fmt::format("TransformerOptions: unknown key \"{}\"", key));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("TransformerOptions: key \"{}\" has the wrong type: {}", key, e.what()));
+    }
+  }
+  return o;
+}
+
+// ------------------------------------------------------------------ model
+
+namespace {
+nn::TransformerLayerOptions layer_options(const TransformerOptions& o) {
+  nn::TransformerLayerOptions l;
+  l.d_model = o.d_model;
+  l.nhead = o.nhead;
+  l.dim_feedforward = o.dim_feedforward;
+  l.dropout = o.dropout;
+  l.activation = o.activation;
+  l.norm_first = o.norm_first;
+  return l;
+}
+void check_ids(const Tensor& ids, const char* what) {
+  check_defined(ids, "Transformer");
+  GRAFT_CHECK(ids.dtype() == DType::i64 && ids.dim() == 2,
+              "Transformer: {} must be int64 token ids [B, L], got {} {}", what, ids.dtype(),
+              ids.shape());
+}  // (Embedding checks the id range and names a bad id)
+}  // namespace
+
+Transformer::Transformer(TransformerOptions o) : options(std::move(o)) {
+  const TransformerOptions& op = options;
+  GRAFT_CHECK(op.src_vocab > data::kUnk && op.tgt_vocab > data::kUnk,
+              "Transformer: src_vocab and tgt_vocab must include the 4 specials, got {} and {}",
+              op.src_vocab, op.tgt_vocab);
+  GRAFT_CHECK(op.num_encoder_layers > 0 && op.num_decoder_layers > 0,
+              "Transformer: layer counts must be positive, got {} and {}", op.num_encoder_layers,
+              op.num_decoder_layers);
+  GRAFT_CHECK(!op.share_embeddings || op.src_vocab == op.tgt_vocab,
+              "Transformer: share_embeddings needs src_vocab == tgt_vocab (a joint vocabulary), "
+              "got {} and {}",
+              op.src_vocab, op.tgt_vocab);
+  GRAFT_CHECK(op.max_len > 0, "Transformer: max_len must be positive, got {}", op.max_len);
+  const double std = 1.0 / std::sqrt(double(op.d_model));
+  src_embed = register_module("src_embed", std::make_shared<nn::Embedding>(op.src_vocab, op.d_model, data::kPad));
+  nn::init::normal_(src_embed->weight, 0.0, std);
+  if (op.share_embeddings) {
+    tgt_embed = src_embed;
+  } else {
+    tgt_embed = register_module("tgt_embed", std::make_shared<nn::Embedding>(op.tgt_vocab, op.d_model, data::kPad));
+    nn::init::normal_(tgt_embed->weight, 0.0, std);
+  }
+  {
+    NoGradGuard ng;  // the padding rows start at zero again
+    src_embed->weight.select(0, data::kPad).zero_();
+    tgt_embed->weight.select(0, data::kPad).zero_();
+  }
+  if (op.learned_positions)
+    pos = register_module("pos", std::make_shared<nn::LearnedPositionalEmbedding>(op.max_len, op.d_model, op.dropout));
+  else
+    pos = register_module("pos", std::make_shared<nn::PositionalEncoding>(op.d_model, op.dropout, op.max_len));
+  const nn::TransformerLayerOptions lo = layer_options(op);
+  encoder = register_module("encoder", std::make_shared<nn::TransformerEncoder>(lo, op.num_encoder_layers));
+  decoder_stack = register_module("decoder", std::make_shared<nn::TransformerDecoder>(lo, op.num_decoder_layers));
+  if (!op.tie_output)
+    generator = register_module("generator", std::make_shared<nn::Linear>(op.d_model, op.tgt_vocab, false));
+}
+
+std::string Transformer::repr() const {
+  return fmt::format("Transformer(d_model={}, nhead={}, layers={}+{}, ffn={}, vocab={}/{})",
+                     options.d_model, options.nhead, options.num_encoder_layers,
+                     options.num_decoder_layers, options.dim_feedforward, options.src_vocab,
+                     options.tgt_vocab);
+}
+
+Tensor Transformer::embed(const std::shared_ptr<nn::Embedding>& table, const Tensor& ids,
+                          int64_t offset) {
+  Tensor x = table->forward(ids) * std::sqrt(double(options.d_model));  // [B, L, C]
+  if (auto* s = dynamic_cast<nn::PositionalEncoding*>(pos.get())) return s->forward(x, offset);
+  return static_cast<nn::LearnedPositionalEmbedding*>(pos.get())->forward(x, offset);
+}
+
+Tensor Transformer::encode(const Tensor& src, const Tensor& src_key_padding_mask) {
+  check_ids(src, "src");
+  nn::EncoderForward f;
+  f.key_padding_mask = src_key_padding_mask;
+  return encoder->forward(embed(src_embed, src, 0), f);
+}
+
+Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory,
+                           const Tensor& memory_key_padding_mask, nn::DecoderCache* cache) {
+  check_ids(tgt, "tgt");
+  nn::DecoderForward f;
+  f.memory_key_padding_mask = memory_key_padding_mask;
+  f.tgt_is_causal = true;
+  f.cache = cache;
+  Tensor h = decoder_stack->forward(embed(tgt_embed, tgt, cache ? cache->length : 0), memory, f);
+  return generator ? generator->forward(h) : linear(h, tgt_embed->weight);  // [B, T, V]
+}
+
+namespace {
+Tensor padding_of(const Tensor& real_mask) {  // bool true = real -> true = padding
+  NoGradGuard ng;
+  return eq(real_mask, zeros(Shape{}, DType::b8));
+}
+}  // namespace
+
+Tensor Transformer::forward_logits(const data::Seq2SeqBatch& b) {
+  GRAFT_CHECK(b.tgt_in.defined(), "Transformer: the batch has no targets");
+  Tensor pad = padding_of(b.src_mask);
+  Tensor memory = encode(b.src, pad);
+  return decode(b.tgt_in, memory, pad);
+}
+
+TransformerLoss Transformer::loss(const data::Seq2SeqBatch& b, double label_smoothing) {
+  Tensor logits = forward_logits(b);
+  const int64_t V = logits.size(2);
+  Tensor flat = logits.reshape({-1, V}), target = b.tgt_out.reshape({-1});
+  CrossEntropyOptions ce;
+  ce.ignore_index = data::kPad;
+  ce.label_smoothing = label_smoothing;
+  TransformerLoss r;
+  r.loss = cross_entropy(flat, target, ce);
+  r.tokens = b.target_tokens();
+  if (label_smoothing == 0.0) {
+    r.nll = r.loss.item<double>();
+  } else {
+    NoGradGuard ng;
+    CrossEntropyOptions plain;
+    plain.ignore_index = data::kPad;
+    r.nll = cross_entropy(flat.detach(), target, plain).item<double>();
+  }
+  return r;
+}
+
+// ------------------------------------------------------------------ incremental decoding
+
+namespace {
+
+class TransformerDecoder final : public IncrementalDecoder {
+ public:
+  TransformerDecoder(Transformer& m, Tensor memory, Tensor pad, bool cached)
+      : m_(m), memory_(std::move(memory)), pad_(std::move(pad)), cached_(cached) {}
+
+  Tensor step(const Tensor& prev) override {
+    NoGradGuard ng;
+    GRAFT_CHECK(prev.dim() == 1 && prev.size(0) == memory_.size(0),
+                "Transformer decoder: expected {} previous tokens, got shape {}", memory_.size(0),
+                prev.shape());
+    Tensor logits;
+    if (cached_) {
+      logits = m_.decode(prev.unsqueeze(1), memory_, pad_, &cache_);  // [N, 1, V]
+    } else {
+      prefix_ = prefix_.defined() ? cat({prefix_, prev.unsqueeze(1)}, 1) : prev.unsqueeze(1);
+      Tensor all = m_.decode(prefix_, memory_, pad_);  // [N, t, V]: the whole prefix again
+      logits = all.narrow(1, all.size(1) - 1, 1);
+    }
+    return log_softmax(logits.squeeze(1), -1);  // [N, V]
+  }
+
+  void reorder(const Tensor& index) override {
+    NoGradGuard ng;
+    memory_ = index_select(memory_, 0, index);
+    if (pad_.defined()) pad_ = index_select(pad_.to(DType::i64), 0, index).to(DType::b8);
+    if (prefix_.defined()) prefix_ = index_select(prefix_, 0, index);
+    for (nn::DecoderLayerCache& l : cache_.layers)
+      for (nn::KVCache* c : {&l.self_attn, &l.cross_attn})
+        if (c->k.defined()) {
+          c->k = index_select(c->k, 0, index);
+          c->v = index_select(c->v, 0, index);
+        }
+  }
+
+ private:
+  Transformer& m_;
+  Tensor memory_, pad_, prefix_;
+  nn::DecoderCache cache_;
+  bool cached_;
+};
+
+}  // namespace
+
+std::unique_ptr<IncrementalDecoder> Transformer::decoder(const Tensor& src, const Tensor& lengths,
+                                                         bool use_cache) {
+  NoGradGuard ng;
+  check_ids(src, "src");
+  Tensor pad = padding_of(data::length_mask(lengths, src.size(1)));
+  Tensor memory = encode(src, pad);
+  return std::make_unique<TransformerDecoder>(*this, memory, pad, use_cache);
+}
+
+std::vector<Hypothesis> Transformer::translate(const std::vector<std::vector<int64_t>>& src,
+                                               const DecodeOptions& opt, int64_t batch_size,
+                                               bool use_cache) {
+  GRAFT_CHECK(batch_size > 0, "Transformer::translate: batch_size must be positive, got {}", batch_size);
+  const bool was_training = is_training();
+  eval();
+  NoGradGuard ng;
+  std::vector<Hypothesis> out;
+  try {
+    for (size_t i = 0; i < src.size(); i += size_t(batch_size)) {
+      std::vector<std::vector<int64_t>> chunk(src.begin() + long(i),
+                                              src.begin() + long(std::min(src.size(), i + size_t(batch_size))));
+      data::Seq2SeqBatch b = data::make_seq2seq_batch(chunk);
+      DecodeOptions o = opt;
+      o.max_len = std::min<int64_t>(opt.max_len, options.max_len - 1);
+      auto dec = decoder(b.src, b.src_lengths, use_cache);
+      auto hyps = opt.beam > 1 ? beam_search(*dec, b.size(), o) : greedy_decode(*dec, b.size(), o);
+      out.insert(out.end(), hyps.begin(), hyps.end());
+    }
+  } catch (...) {
+    train(was_training);
+    throw;
+  }
+  train(was_training);
+  return out;
+}
+
+Tensor Transformer::cross_attention(const std::vector<int64_t>& src,
+                                    const std::vector<int64_t>& output, int64_t layer,
+                                    int64_t head) {
+  const int64_t L = int64_t(decoder_stack->layers.size());
+  if (layer < 0) layer += L;
+  GRAFT_CHECK(layer >= 0 && layer < L, "Transformer::cross_attention: layer must be in [-{}, {}), got {}",
+              L, L, layer);
+  GRAFT_CHECK(head >= -1 && head < options.nhead,
+              "Transformer::cross_attention: head must be in [0, {}) or -1 (mean), got {}",
+              options.nhead, head);
+  const bool was_training = is_training();
+  eval();
+  NoGradGuard ng;
+  data::Seq2SeqBatch b = data::make_seq2seq_batch({src}, {output});
+  Tensor pad = padding_of(b.src_mask);
+  Tensor memory = encode(b.src, pad);
+  std::vector<Tensor> weights;
+  nn::DecoderForward f;
+  f.memory_key_padding_mask = pad;
+  f.cross_attn_weights = &weights;
+  decoder_stack->forward(embed(tgt_embed, b.tgt_in, 0), memory, f);
+  train(was_training);
+  Tensor w = weights[size_t(layer)].select(0, 0);  // [H, T, S]
+  return head < 0 ? mean(w, {0}) : w.select(0, head);
+}
+
+}  // namespace graft::models
