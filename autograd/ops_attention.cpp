@@ -135,6 +135,7 @@ Tensor composite_probs(const Tensor& q, const Tensor& k, const Tensor& bias, dou
     NoGradGuard ng;
     dead = eq(amax(bias.expand(s.shape()), {-1}, true), full(Shape{}, -kInf, like(s)));  // [.., T, 1]
   }
+  if (amax(dead.to(DType::f64)).item<double>() == 0.0) return softmax(s, -1);  // no dead row
   Tensor zero = zeros(Shape{}, like(s));
   return where(dead, zero, softmax(where(dead, zero, s), -1));
 }

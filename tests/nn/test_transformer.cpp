@@ -406,3 +406,89 @@ TEST_CASE("sampling: temperature, top-k and top-p pick from the right sets; seed
   CHECK_THROWS_AS(lm.generate({1, 2, 3, 4}, 5), Error);  // exceeds max_len
   CHECK_THROWS_AS(lm.generate({}, 2), Error);
 }
+
+TEST_CASE("a tiny GPT learns a deterministic sequence in seconds") {
+  manual_seed(6);
+  const int64_t V = 10, L = 12;
+  models::GPT lm({.vocab = V, .d_model = 32, .nhead = 2, .num_layers = 2, .dropout = 0.0, .max_len = 32});
+  optim::Adam opt(lm.parameters(), {.lr = 3e-3});
+  Generator g(7);
+  // the sequence: 0 1 2 ... 9 0 1 ... ; each batch holds random windows of length L + 1
+  auto batch = [&](int64_t B) {
+    std::vector<int64_t> ids;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t start = int64_t(philox_uniform(g.seed, g.advance(1)) * V);
+      for (int64_t t = 0; t <= L; ++t) ids.push_back((start + t) % V);
+    }
+    return from_vector(ids, {B, L + 1});
+  };
+  double first = 0, last = 0;
+  for (int step = 0; step < 120; ++step) {
+    opt.zero_grad();
+    Tensor loss = lm.loss(batch(16));
+    loss.backward();
+    opt.step();
+    if (step == 0) first = loss.item<double>();
+    last = loss.item<double>();
+  }
+  MESSAGE("GPT: loss " << first << " -> " << last);
+  CHECK(last < 0.05 * first);
+  std::vector<int64_t> out = lm.generate({3, 4, 5}, 20, {.temperature = 0.0});
+  std::vector<int64_t> want;
+  for (int64_t t = 0; t < 20; ++t) want.push_back((6 + t) % V);
+  CHECK(out == want);
+}
+
+TEST_CASE("a tiny encoder-decoder learns to reverse strings in seconds") {
+  manual_seed(8);
+  Generator g(9);
+  data::TaskOptions to{.min_len = 2, .max_len = 6, .num_symbols = 6};
+  std::vector<data::Example> train = data::make_task("reverse", 4000, to, g);
+  std::vector<data::Example> test = data::make_task("reverse", 60, to, g);
+  std::vector<std::string> texts;
+  for (auto& e : train) {
+    texts.push_back(e.source);
+    texts.push_back(e.target);
+  }
+  data::CharTokenizer tok = data::CharTokenizer::fit(texts);
+  const int64_t V = tok.vocab().size();
+  models::Transformer tr({.src_vocab = V, .tgt_vocab = V, .d_model = 32, .nhead = 2,
+                          .num_encoder_layers = 1, .num_decoder_layers = 1, .dim_feedforward = 64,
+                          .dropout = 0.0, .share_embeddings = true, .max_len = 16});
+  optim::Adam opt(tr.parameters(), {.lr = 1.0, .beta2 = 0.98, .eps = 1e-9});
+  optim::Noam sched(opt, 32, 50, 0.4);
+  const int64_t B = 32;
+  double first = 0, last = 0;
+  for (int step = 0; step < 400; ++step) {
+    std::vector<std::vector<int64_t>> src, tgt;
+    for (int64_t b = 0; b < B; ++b) {
+      const data::Example& e = train[size_t((step * B + b) % int64_t(train.size()))];
+      src.push_back(tok.encode(e.source));
+      tgt.push_back(tok.encode(e.target));
+    }
+    opt.zero_grad();
+    models::TransformerLoss l = tr.loss(data::make_seq2seq_batch(src, tgt), 0.1);
+    l.loss.backward();
+    opt.step();
+    sched.step();
+    if (step == 0) first = l.nll;
+    last = l.nll;
+  }
+  INFO("nll " << first << " -> " << last);
+  std::vector<std::vector<int64_t>> srcs;
+  for (auto& e : test) srcs.push_back(tok.encode(e.source));
+  auto hyps = tr.translate(srcs, {.beam = 1, .max_len = 10});
+  int correct = 0;
+  for (size_t i = 0; i < test.size(); ++i) correct += tok.decode(hyps[i].tokens) == test[i].target;
+  MESSAGE("reverse: nll " << first << " -> " << last << ", greedy exact match " << correct << " / "
+                          << test.size());
+  CHECK(correct >= int(0.9 * double(test.size())));
+  auto beam = tr.translate(srcs, {.beam = 3, .max_len = 10});
+  int beam_correct = 0;
+  for (size_t i = 0; i < test.size(); ++i) beam_correct += tok.decode(beam[i].tokens) == test[i].target;
+  CHECK(beam_correct >= int(0.9 * double(test.size())));
+  // a cross-attention map for a heatmap: rows are distributions over the source
+  Tensor w = tr.cross_attention(srcs[0], hyps[0].tokens);
+  CHECK(w.shape() == Shape{int64_t(hyps[0].tokens.size()) + 1, int64_t(srcs[0].size())});
+  CHECK(max_diff(sum(w, {-1}), ones({w.size(0)})) < 1e-5);
+}
