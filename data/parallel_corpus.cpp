@@ -1,0 +1,180 @@
+#include "data/parallel_corpus.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "ops/error.h"
+
+namespace graft::data {
+
+namespace {
+
+std::string collapse(const std::string& s) {
+  std::string out;
+  bool space = false;
+  for (char c : s) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      space = !out.empty();
+    } else {
+      if (space) out += ' ';
+      space = false;
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Runs a shell command and returns its standard output (and exit status).
+std::string run(const std::string& cmd, int& status) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  GRAFT_CHECK(p != nullptr, "prepare_bible_en_es: cannot run '{}'", cmd);
+  std::array<char, 65536> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  status = ::pclose(p);
+  return out;
+}
+
+// "Book C:V" -> the book name.
+std::string book_of(const std::string& key) {
+  const size_t sp = key.rfind(' ');
+  return sp == std::string::npos ? key : key.substr(0, sp);
+}
+
+bool parse_verse_line(const std::string& line, std::string& key, std::string& text) {
+  // Book names may hold spaces and digits ("1 Samuel", "Song of Solomon"): find " C:V: "
+  const size_t colon2 = line.find(": ");
+  if (colon2 == std::string::npos) return false;
+  const size_t sp = line.rfind(' ', colon2);
+  if (sp == std::string::npos || sp == 0) return false;
+  const std::string cv = line.substr(sp + 1, colon2 - sp - 1);
+  const size_t c = cv.find(':');
+  if (c == std::string::npos || c == 0 || c + 1 >= cv.size()) return false;
+  for (size_t i = 0; i < cv.size(); ++i)
+    if (i != c && (cv[i] < '0' || cv[i] > '9')) return false;
+  key = line.substr(0, colon2);
+  text = line.substr(colon2 + 2);
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> parse_diatheke(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(text);
+  std::string line, key, body;
+  while (std::getline(in, line)) {
+    if (parse_verse_line(line, key, body)) {
+      out.emplace_back(key, body);
+    } else if (!out.empty() && !(line.size() > 2 && line.front() == '(' && line.back() == ')')) {
+      out.back().second += " " + line;  // a continuation (not the "(module)" trailer)
+    }
+  }
+  for (auto& [k, t] : out) t = collapse(t);
+  return out;
+}
+
+std::vector<Example> read_parallel_tsv(const std::string& path, int64_t limit) {
+  std::ifstream in(path, std::ios::binary);
+  GRAFT_CHECK(in.good(), "read_parallel_tsv: cannot open {}; hint: for the Bible run "
+              "'graft data prepare bible-en-es' first", path);
+  std::vector<Example> out;
+  std::string line;
+  int64_t lineno = 0;
+  while (std::getline(in, line) && (limit <= 0 || int64_t(out.size()) < limit)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::vector<std::string> f;
+    size_t start = 0, tab;
+    while ((tab = line.find('\t', start)) != std::string::npos) {
+      f.push_back(line.substr(start, tab - start));
+      start = tab + 1;
+    }
+    f.push_back(line.substr(start));
+    if (lineno == 1 && f.size() >= 2 && f[0] == "key") continue;
+    GRAFT_CHECK(f.size() >= 2, "read_parallel_tsv: {} line {} has no tab; expected "
+                "source<TAB>target or key<TAB>source<TAB>target", path, lineno);
+    Example e{f[f.size() - 2], f[f.size() - 1]};
+    GRAFT_CHECK(!e.source.empty() && !e.target.empty(), "read_parallel_tsv: {} line {} has an "
+                "empty side", path, lineno);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+BibleInfo prepare_bible_en_es(const std::string& data_dir) {
+  namespace fs = std::filesystem;
+  const std::string en_mod = "engWEB2015eb", es_mod = "spaRV1909eb";
+  int st = 0;
+  auto have = [&] {
+    run("command -v diatheke >/dev/null 2>&1", st);
+    if (st != 0) return false;
+    const std::string mods = run("diatheke -b system -k modulelist 2>/dev/null", st);
+    return mods.find(en_mod) != std::string::npos && mods.find(es_mod) != std::string::npos;
+  };
+  if (!have()) {
+    const std::string sudo = ::geteuid() == 0 ? "" : "sudo ";
+    fmt::print(stderr, "installing diatheke sword-text-web sword-text-sparv (Debian packages)\n");
+    run(sudo + "apt-get install -y diatheke sword-text-web sword-text-sparv >&2", st);
+    GRAFT_CHECK(have(), "prepare_bible_en_es: diatheke or the SWORD modules {} / {} are missing "
+                "and installing them failed; hint: apt-get install diatheke sword-text-web "
+                "sword-text-sparv", en_mod, es_mod);
+  }
+  auto read = [&](const std::string& mod) {
+    const std::string text = run(fmt::format("diatheke -b {} -f plain -k 'Genesis 1:1-Revelation 22:21' 2>/dev/null", mod), st);
+    GRAFT_CHECK(st == 0, "prepare_bible_en_es: diatheke -b {} failed (status {})", mod, st);
+    return parse_diatheke(text);
+  };
+  const auto en = read(en_mod), es = read(es_mod);
+  std::map<std::string, std::string> es_by_key(es.begin(), es.end());
+  const std::set<std::string> dev_books = {"Ruth", "Jonah", "Titus", "Philemon", "Jude"};
+  const std::set<std::string> test_books = {"Esther", "Mark"};
+  BibleInfo info;
+  info.dir = (fs::path(data_dir) / "bible-en-es").string();
+  fs::create_directories(info.dir);
+  std::ofstream tr(info.dir + "/train.tsv.tmp"), dv(info.dir + "/dev.tsv.tmp"), te(info.dir + "/test.tsv.tmp");
+  for (auto* f : {&tr, &dv, &te}) *f << "key\ten\tes\n";
+  for (const auto& [key, en_text] : en) {
+    auto it = es_by_key.find(key);
+    if (it == es_by_key.end() || en_text.empty() || it->second.empty()) continue;
+    if (en_text.find('\t') != std::string::npos || it->second.find('\t') != std::string::npos) continue;
+    const std::string book = book_of(key);
+    std::ofstream& f = dev_books.count(book) ? dv : test_books.count(book) ? te : tr;
+    (dev_books.count(book) ? info.dev : test_books.count(book) ? info.test : info.train) += 1;
+    f << key << '\t' << en_text << '\t' << it->second << '\n';
+    ++info.pairs;
+  }
+  for (auto* f : {&tr, &dv, &te}) {
+    f->flush();
+    GRAFT_CHECK(f->good(), "prepare_bible_en_es: writing under {} failed", info.dir);
+    f->close();
+  }
+  GRAFT_CHECK(info.pairs > 0 && info.train > 0 && info.test > 0,
+              "prepare_bible_en_es: no aligned verses ({} English, {} Spanish verses read)",
+              en.size(), es.size());
+  for (const char* n : {"train", "dev", "test"})
+    fs::rename(info.dir + "/" + n + ".tsv.tmp", info.dir + "/" + n + ".tsv");
+  std::ofstream readme(info.dir + "/README.txt");
+  readme << fmt::format(
+      "English-Spanish Bible verse pairs, written by 'graft data prepare bible-en-es'.\n\n"
+      "English: World English Bible ({}, Debian package sword-text-web): Public Domain.\n"
+      "Spanish: Reina-Valera 1909 ({}, Debian package sword-text-sparv): Public Domain.\n"
+      "Read with diatheke (-f plain), aligned by book chapter:verse (Genesis..Revelation).\n\n"
+      "pairs: {}  train: {}  dev: {} (Ruth, Jonah, Titus, Philemon, Jude)  test: {} (Esther, Mark)\n"
+      "Columns: key<TAB>en<TAB>es (a header line first).\n",
+      en_mod, es_mod, info.pairs, info.train, info.dev, info.test);
+  return info;
+}
+
+}  // namespace graft::data

@@ -1,0 +1,169 @@
+#include "models/decoding.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/error.h"
+
+namespace graft::models {
+
+namespace {
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+void check_options(const DecodeOptions& o, int64_t batch, const char* op) {
+  GRAFT_CHECK(batch >= 1, "{}: batch must be >= 1, got {}", op, batch);
+  GRAFT_CHECK(o.beam >= 1, "{}: beam must be >= 1, got {}", op, o.beam);
+  GRAFT_CHECK(o.max_len >= 0, "{}: max_len must be >= 0, got {}", op, o.max_len);
+  GRAFT_CHECK(std::isfinite(o.length_penalty) && o.length_penalty >= 0,
+              "{}: length_penalty must be a finite number >= 0, got {}", op, o.length_penalty);
+}
+
+// The step's log-probabilities as doubles, checked to be [N, V].
+std::vector<double> step_logp(IncrementalDecoder& dec, const std::vector<int64_t>& prev,
+                              int64_t& V, const char* op) {
+  const int64_t N = int64_t(prev.size());
+  Tensor lp = dec.step(from_vector(prev, {N}));
+  GRAFT_CHECK(lp.defined() && lp.dim() == 2 && lp.size(0) == N && lp.size(1) >= 1,
+              "{}: the decoder's step must return log-probabilities [N={}, V], got {}", op, N,
+              lp.defined() ? lp.shape().str() : "undefined");
+  V = lp.size(1);
+  return lp.to_vector<double>();
+}
+}  // namespace
+
+double normalized_score(double logp, int64_t len, double alpha) {
+  if (alpha == 0 || len <= 0) return logp;
+  return logp / std::pow(double(len), alpha);
+}
+
+std::vector<Hypothesis> greedy_decode(IncrementalDecoder& dec, int64_t batch,
+                                      const DecodeOptions& opt) {
+  check_options(opt, batch, "greedy_decode");
+  std::vector<Hypothesis> out(static_cast<size_t>(batch));
+  std::vector<int64_t> prev(static_cast<size_t>(batch), opt.bos);
+  int64_t live = batch;
+  for (int64_t t = 0; t < opt.max_len && live > 0; ++t) {
+    int64_t V = 0;
+    const std::vector<double> lp = step_logp(dec, prev, V, "greedy_decode");
+    for (int64_t b = 0; b < batch; ++b) {
+      Hypothesis& h = out[size_t(b)];
+      if (h.finished) {
+        prev[size_t(b)] = opt.eos;
+        continue;
+      }
+      const double* row = lp.data() + b * V;
+      const int64_t best = int64_t(std::max_element(row, row + V) - row);  // first maximum
+      h.logp += row[best];
+      prev[size_t(b)] = best;
+      if (best == opt.eos) {
+        h.finished = true;
+        --live;
+      } else {
+        h.tokens.push_back(best);
+      }
+    }
+  }
+  for (Hypothesis& h : out)
+    h.score = normalized_score(h.logp, int64_t(h.tokens.size()) + (h.finished ? 1 : 0),
+                               opt.length_penalty);
+  return out;
+}
+
+std::vector<Hypothesis> beam_search(IncrementalDecoder& dec, int64_t batch,
+                                    const DecodeOptions& opt) {
+  check_options(opt, batch, "beam_search");
+  const int64_t K = opt.beam, N = batch * K;
+  {  // expand: row b*K + k starts as sentence b
+    std::vector<int64_t> idx(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; ++i) idx[size_t(i)] = i / K;
+    dec.reorder(from_vector(idx, {N}));
+  }
+  std::vector<double> score(static_cast<size_t>(N), kNegInf);
+  for (int64_t b = 0; b < batch; ++b) score[size_t(b * K)] = 0;  // one live hypothesis at first
+  std::vector<std::vector<int64_t>> hist(static_cast<size_t>(N));
+  std::vector<int64_t> prev(static_cast<size_t>(N), opt.bos);
+  std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(batch));
+  std::vector<bool> done(static_cast<size_t>(batch), false);
+
+  struct Cand {
+    double logp;
+    int64_t row, token;
+  };
+  std::vector<Cand> cands;
+  for (int64_t t = 0; t < opt.max_len; ++t) {
+    int64_t V = 0;
+    const std::vector<double> lp = step_logp(dec, prev, V, "beam_search");
+    std::vector<int64_t> parent(static_cast<size_t>(N)), token(size_t(N), opt.eos);
+    std::vector<double> new_score(static_cast<size_t>(N), kNegInf);
+    bool all_done = true;
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t k = 0; k < K; ++k) parent[size_t(b * K + k)] = b * K;
+      if (done[size_t(b)]) continue;
+      cands.clear();
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t r = b * K + k;
+        if (score[size_t(r)] == kNegInf) continue;
+        for (int64_t v = 0; v < V; ++v) cands.push_back({score[size_t(r)] + lp[size_t(r * V + v)], r, v});
+      }
+      // the best 2K candidates (enough for K live ones even if K of them end in <eos>)
+      const size_t keep = std::min(cands.size(), size_t(2 * K));
+      auto better = [](const Cand& a, const Cand& c) {
+        if (a.logp != c.logp) return a.logp > c.logp;
+        return a.row != c.row ? a.row < c.row : a.token < c.token;
+      };
+      std::partial_sort(cands.begin(), cands.begin() + long(keep), cands.end(), better);
+      int64_t n_live = 0;
+      for (size_t i = 0; i < keep && n_live < K; ++i) {
+        const Cand& c = cands[i];
+        if (!std::isfinite(c.logp)) break;
+        if (c.token == opt.eos) {
+          if (int64_t(finished[size_t(b)].size()) < K) {
+            Hypothesis h{hist[size_t(c.row)], c.logp, 0, true};
+            h.score = normalized_score(h.logp, int64_t(h.tokens.size()) + 1, opt.length_penalty);
+            finished[size_t(b)].push_back(std::move(h));
+          }
+          continue;
+        }
+        const int64_t r = b * K + n_live++;
+        parent[size_t(r)] = c.row;
+        token[size_t(r)] = c.token;
+        new_score[size_t(r)] = c.logp;
+      }
+      if (int64_t(finished[size_t(b)].size()) >= K || n_live == 0) done[size_t(b)] = true;
+      if (!done[size_t(b)]) all_done = false;
+    }
+    std::vector<std::vector<int64_t>> new_hist(static_cast<size_t>(N));
+    for (int64_t r = 0; r < N; ++r) {
+      if (new_score[size_t(r)] == kNegInf) continue;
+      new_hist[size_t(r)] = hist[size_t(parent[size_t(r)])];
+      new_hist[size_t(r)].push_back(token[size_t(r)]);
+    }
+    hist = std::move(new_hist);
+    score = std::move(new_score);
+    prev = token;
+    if (all_done) break;
+    dec.reorder(from_vector(parent, {N}));
+  }
+
+  std::vector<Hypothesis> out(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<Hypothesis> pool = finished[size_t(b)];
+    if (!done[size_t(b)])  // max_len reached: the live hypotheses compete too
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t r = b * K + k;
+        if (score[size_t(r)] == kNegInf) continue;
+        Hypothesis h{hist[size_t(r)], score[size_t(r)], 0, false};
+        h.score = normalized_score(h.logp, int64_t(h.tokens.size()), opt.length_penalty);
+        pool.push_back(std::move(h));
+      }
+    if (pool.empty()) continue;  // max_len = 0
+    out[size_t(b)] = *std::max_element(pool.begin(), pool.end(), [](const Hypothesis& a,
+                                                                    const Hypothesis& c) {
+      return a.score < c.score;  // first best wins ties
+    });
+  }
+  return out;
+}
+
+}  // namespace graft::models

@@ -1,0 +1,398 @@
+#include "models/seq2seq.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "data/tokenizer.h"
+#include "ops/error.h"
+
+namespace graft::models {
+
+// ---------------------------------------------------------------- options
+std::string Seq2SeqOptions::to_json() const {
+  nlohmann::ordered_json j;
+  j["src_vocab"] = src_vocab;
+  j["tgt_vocab"] = tgt_vocab;
+  j["embed"] = embed;
+  j["hidden"] = hidden;
+  j["layers"] = layers;
+  j["cell"] = cell;
+  j["bidirectional"] = bidirectional;
+  j["attention"] = attention;
+  j["attn_dim"] = attn_dim;
+  j["window"] = window;
+  j["input_feeding"] = input_feeding;
+  j["dropout"] = dropout;
+  j["doubly_stochastic"] = doubly_stochastic;
+  j["entropy_weight"] = entropy_weight;
+  j["baseline_decay"] = baseline_decay;
+  j["seed"] = seed;
+  return j.dump(1);
+}
+
+Seq2SeqOptions Seq2SeqOptions::from_json(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("Seq2SeqOptions.from_json: not valid JSON: {}", e.what()));
+  }
+  GRAFT_CHECK(j.is_object(), "Seq2SeqOptions.from_json: expected a JSON object");
+  Seq2SeqOptions o;
+  try {
+    for (auto& [k, v] : j.items()) {
+      if (k == "src_vocab") o.src_vocab = v.get<int64_t>();
+      else if (k == "tgt_vocab") o.tgt_vocab = v.get<int64_t>();
+      else if (k == "embed") o.embed = v.get<int64_t>();
+      else if (k == "hidden") o.hidden = v.get<int64_t>();
+      else if (k == "layers") o.layers = v.get<int64_t>();
+      else if (k == "cell") o.cell = v.get<std::string>();
+      else if (k == "bidirectional") o.bidirectional = v.get<bool>();
+      else if (k == "attention") o.attention = v.get<std::string>();
+      else if (k == "attn_dim") o.attn_dim = v.get<int64_t>();
+      else if (k == "window") o.window = v.get<int64_t>();
+      else if (k == "input_feeding") o.input_feeding = v.get<bool>();
+      else if (k == "dropout") o.dropout = v.get<double>();
+      else if (k == "doubly_stochastic") o.doubly_stochastic = v.get<double>();
+      else if (k == "entropy_weight") o.entropy_weight = v.get<double>();
+      else if (k == "baseline_decay") o.baseline_decay = v.get<double>();
+      else if (k == "seed") o.seed = v.get<uint64_t>();
+      else throw Error(fmt::format("Seq2SeqOptions.from_json: unknown key '{}'", k));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("Seq2SeqOptions.from_json: a value has the wrong type: {}", e.what()));
+  }
+  return o;
+}
+
+namespace {
+
+void check_options(const Seq2SeqOptions& o) {
+  GRAFT_CHECK(o.src_vocab > 4 && o.tgt_vocab > 4, "Seq2Seq: src_vocab and tgt_vocab must be > 4 "
+              "(the specials <pad> <bos> <eos> <unk> plus tokens), got {} and {}", o.src_vocab,
+              o.tgt_vocab);
+  GRAFT_CHECK(o.embed >= 1 && o.hidden >= 1 && o.layers >= 1, "Seq2Seq: embed, hidden and layers "
+              "must be >= 1, got {}, {}, {}", o.embed, o.hidden, o.layers);
+  GRAFT_CHECK(o.cell == "rnn" || o.cell == "lstm" || o.cell == "gru", "Seq2Seq: unknown cell "
+              "'{}'; expected rnn, lstm or gru", o.cell);
+  GRAFT_CHECK(!o.bidirectional || o.hidden % 2 == 0, "Seq2Seq: a bidirectional encoder needs an "
+              "even hidden size (H/2 per direction), got {}", o.hidden);
+  const auto& names = nn::attention_names();
+  GRAFT_CHECK(o.attention == "none" || std::find(names.begin(), names.end(), o.attention) != names.end(),
+              "Seq2Seq: unknown attention '{}'; expected none, {}", o.attention, fmt::join(names, ", "));
+  GRAFT_CHECK(o.attn_dim >= 0 && o.window >= 0, "Seq2Seq: attn_dim and window must be >= 0");
+  GRAFT_CHECK(o.dropout >= 0 && o.dropout < 1, "Seq2Seq: dropout must be in [0, 1), got {}", o.dropout);
+  GRAFT_CHECK(o.doubly_stochastic >= 0 && std::isfinite(o.doubly_stochastic),
+              "Seq2Seq: doubly_stochastic must be a finite number >= 0, got {}", o.doubly_stochastic);
+}
+
+std::shared_ptr<nn::RNNCellBase> make_cell(const std::string& cell, int64_t in, int64_t h) {
+  if (cell == "lstm") return std::make_shared<nn::LSTMCell>(in, h);
+  if (cell == "gru") return std::make_shared<nn::GRUCell>(in, h);
+  return std::make_shared<nn::RNNCell>(in, h);
+}
+
+// The decoder's input width: the embedding plus the attention context (Bahdanau, hard) or
+// the previous attentional state (Luong with input feeding).
+int64_t decoder_input(const Seq2SeqOptions& o, bool luong) {
+  if (o.attention == "none") return o.embed;
+  if (luong) return o.embed + (o.input_feeding ? o.hidden : 0);
+  return o.embed + o.hidden;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- model
+Seq2Seq::Seq2Seq(Seq2SeqOptions o) : options((check_options(o), std::move(o))) {
+  const Seq2SeqOptions& op = options;
+  const int64_t H = op.hidden, He = op.bidirectional ? H / 2 : H;
+  src_embed = register_module("src_embed", std::make_shared<nn::Embedding>(op.src_vocab, op.embed, data::kPad));
+  tgt_embed = register_module("tgt_embed", std::make_shared<nn::Embedding>(op.tgt_vocab, op.embed, data::kPad));
+  const double inter = op.layers > 1 ? op.dropout : 0.0;
+  if (op.cell == "lstm")
+    encoder = std::make_shared<nn::LSTM>(op.embed, He, op.layers, op.bidirectional, inter);
+  else if (op.cell == "gru")
+    encoder = std::make_shared<nn::GRU>(op.embed, He, op.layers, op.bidirectional, inter);
+  else
+    encoder = std::make_shared<nn::RNN>(op.embed, He, op.layers, op.bidirectional, inter);
+  register_module("encoder", encoder);
+  auto stack = std::make_shared<nn::Module>();
+  for (int64_t l = 0; l < op.layers; ++l) {
+    decoder_cells.push_back(make_cell(op.cell, l == 0 ? decoder_input(op, luong()) : H, H));
+    stack->register_module(std::to_string(l), decoder_cells.back());
+  }
+  register_module("decoder", stack);
+  if (op.attention != "none") {
+    attention = register_module("attention", nn::make_attention(op.attention, H, H,
+                                                                op.attn_dim ? op.attn_dim : H, op.window));
+    if (auto* h = dynamic_cast<nn::HardAttention*>(attention.get())) h->gen = Generator(op.seed);
+    combine = register_module("combine", std::make_shared<nn::Linear>(2 * H, H, false));
+  }
+  out = register_module("out", std::make_shared<nn::Linear>(H, op.tgt_vocab));
+  if (hard()) reinforce_ = std::make_unique<nn::Reinforce>(op.baseline_decay, op.entropy_weight);
+}
+
+std::string Seq2Seq::repr() const {
+  return fmt::format("Seq2Seq(cell={}, attention={}, layers={}, hidden={}, embed={}{})", options.cell,
+                     options.attention, options.layers, options.hidden, options.embed,
+                     options.bidirectional ? ", bidirectional" : "");
+}
+
+bool Seq2Seq::luong() const {
+  const std::string& a = options.attention;
+  return a == "dot" || a == "general" || a == "concat" || a == "local-m" || a == "local-p";
+}
+
+Tensor Seq2Seq::drop(const Tensor& x) {
+  return options.dropout > 0 ? dropout(x, options.dropout, is_training()) : x;
+}
+
+Memory Seq2Seq::encode(const Tensor& src, const Tensor& lengths) {
+  check_defined(src, "Seq2Seq.encode");
+  check_defined(lengths, "Seq2Seq.encode");
+  GRAFT_CHECK(src.dtype() == DType::i64 && src.dim() == 2, "Seq2Seq.encode: src must be int64 "
+              "[B, S], got {} {}", src.dtype(), src.shape().str());
+  GRAFT_CHECK(lengths.dtype() == DType::i64 && lengths.dim() == 1 && lengths.size(0) == src.size(0),
+              "Seq2Seq.encode: lengths must be int64 [B={}], got {} {}", src.size(0),
+              lengths.dtype(), lengths.shape().str());
+  const int64_t S = src.size(1);
+  for (int64_t v : lengths.to_vector<int64_t>())
+    GRAFT_CHECK(v >= 1 && v <= S, "Seq2Seq.encode: a length is {}, expected 1..S={}", v, S);
+  for (int64_t v : src.to_vector<int64_t>())
+    GRAFT_CHECK(v >= 0 && v < options.src_vocab, "Seq2Seq.encode: source token id {} is outside "
+                "[0, src_vocab={}); hint: encode with the run's vocabulary", v, options.src_vocab);
+  Memory m;
+  nn::RnnOutput r = encoder->forward(drop(src_embed->forward(src)), lengths);  // [B, S, H]
+  m.keys = r.output;
+  m.lengths = lengths;
+  m.mask = data::length_mask(lengths, S);
+  // the decoder starts from the encoder's final state, layer by layer
+  const int64_t D = options.bidirectional ? 2 : 1;
+  std::vector<nn::RnnState> init;
+  for (int64_t l = 0; l < options.layers; ++l) {
+    auto pick = [&](const Tensor& s) -> Tensor {
+      if (!s.defined()) return {};
+      if (D == 1) return s.select(0, l);
+      return cat({s.select(0, l * 2), s.select(0, l * 2 + 1)}, 1);  // [B, H/2] x 2 -> [B, H]
+    };
+    init.push_back({pick(r.state.h), pick(r.state.c)});
+  }
+  m.final_state = std::move(init);
+  return m;
+}
+
+DecoderState Seq2Seq::initial_state(const Memory& mem) {
+  DecoderState st;
+  st.layers = mem.final_state;
+  st.feed = zeros({mem.keys.size(0), options.hidden}, mem.keys.dtype());
+  return st;
+}
+
+StepOutput Seq2Seq::step(const Tensor& prev, DecoderState& st, const Memory& mem) {
+  GRAFT_CHECK(prev.dtype() == DType::i64 && prev.dim() == 1 && prev.size(0) == mem.keys.size(0),
+              "Seq2Seq.step: prev must be int64 [B={}], got {} {}", mem.keys.size(0), prev.dtype(),
+              prev.shape().str());
+  Tensor x = drop(tgt_embed->forward(prev));  // [B, E]
+  nn::AttentionOutput a;
+  const bool has_attn = attention != nullptr;
+  if (has_attn && !luong()) {  // Bahdanau / hard: attend with the previous top state
+    a = attention->attend(st.layers.back().h, mem.keys, mem.mask, st.t);
+    x = cat({x, a.context}, 1);
+  } else if (has_attn && options.input_feeding) {
+    x = cat({x, st.feed}, 1);
+  }
+  for (size_t l = 0; l < decoder_cells.size(); ++l) {
+    st.layers[l] = decoder_cells[l]->forward(l == 0 ? x : drop(x), st.layers[l]);
+    x = st.layers[l].h;  // [B, H]
+  }
+  StepOutput o;
+  if (has_attn) {
+    if (luong()) a = attention->attend(x, mem.keys, mem.mask, st.t);  // Luong: the new state
+    o.hidden = tanh(combine->forward(cat({a.context, x}, 1)));         // h~ = tanh(W_c [c; h])
+    o.weights = a.weights;
+    if (hard() && is_training()) {
+      const nn::HardSample& s = static_cast<nn::HardAttention*>(attention.get())->last_sample();
+      hard_log_probs_.push_back(s.log_prob);
+      hard_entropies_.push_back(s.entropy);
+    }
+  } else {
+    o.hidden = x;
+  }
+  st.feed = o.hidden;
+  ++st.t;
+  return o;
+}
+
+Tensor Seq2Seq::forward_logits(const data::Seq2SeqBatch& b, double sampling_ratio, Generator* gen,
+                               std::vector<Tensor>* weights) {
+  GRAFT_CHECK(b.tgt_in.defined() && b.tgt_out.defined(), "Seq2Seq.forward_logits: the batch has "
+              "no targets; hint: make_seq2seq_batch(src, tgt)");
+  GRAFT_CHECK(sampling_ratio >= 0 && sampling_ratio <= 1, "Seq2Seq.forward_logits: sampling_ratio "
+              "must be in [0, 1], got {}", sampling_ratio);
+  for (int64_t v : b.tgt_in.to_vector<int64_t>())
+    GRAFT_CHECK(v >= 0 && v < options.tgt_vocab, "Seq2Seq: target token id {} is outside [0, "
+                "tgt_vocab={})", v, options.tgt_vocab);
+  hard_log_probs_.clear();
+  hard_entropies_.clear();
+  const Memory mem = encode(b.src, b.src_lengths);
+  DecoderState st = initial_state(mem);
+  const int64_t B = b.size(), T = b.tgt_in.size(1);
+  const bool sample = sampling_ratio > 0 && is_training();
+  Generator& g = gen ? *gen : default_generator();
+  std::vector<Tensor> hs;
+  const std::vector<int64_t> gold = b.tgt_in.to_vector<int64_t>();
+  std::vector<int64_t> pred;  // the previous step's arg-max (scheduled sampling)
+  std::vector<Tensor> step_logits;
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int64_t> in(static_cast<size_t>(B));
+    for (int64_t i = 0; i < B; ++i) {
+      in[size_t(i)] = gold[size_t(i * T + t)];
+      if (sample && t > 0 && philox_uniform(g.seed, g.advance(1)) < sampling_ratio)
+        in[size_t(i)] = pred[size_t(i)];
+    }
+    StepOutput o = step(from_vector(in, {B}), st, mem);
+    if (weights) weights->push_back(o.weights);
+    if (sample) {
+      Tensor lg = project(drop(o.hidden));  // [B, V]
+      step_logits.push_back(lg);
+      NoGradGuard ng;
+      pred = argmax(lg, 1).to_vector<int64_t>();
+    } else {
+      hs.push_back(o.hidden);
+    }
+  }
+  if (sample) return stack(step_logits, 1);  // [B, T, V]
+  return project(drop(stack(hs, 1)));        // [B, T, H] -> [B, T, V]
+}
+
+LossOutput Seq2Seq::loss(const data::Seq2SeqBatch& b, double sampling_ratio, Generator* gen) {
+  std::vector<Tensor> weights;
+  const bool need_w = options.doubly_stochastic > 0 && attention;
+  Tensor logits = forward_logits(b, sampling_ratio, gen, need_w ? &weights : nullptr);
+  const int64_t B = b.size(), T = b.tgt_out.size(1), V = options.tgt_vocab;
+  LossOutput r;
+  r.tokens = b.target_tokens();
+  CrossEntropyOptions ce;
+  ce.ignore_index = data::kPad;
+  ce.reduction = Reduction::none;
+  Tensor rows = cross_entropy(logits.reshape({B * T, V}), b.tgt_out.reshape({B * T}), ce);  // [B*T]
+  Tensor nll_sum = sum(rows);
+  r.loss = nll_sum / double(std::max<int64_t>(r.tokens, 1));
+  r.nll = r.loss.item();
+  if (hard() && is_training() && !hard_log_probs_.empty()) {
+    // REINFORCE: reward = log p(y | sampled locations) per sentence; only real target steps
+    Tensor tmask = ne(b.tgt_out, zeros({1}, DType::i64)).to(logits.dtype());  // [B, T]
+    Tensor logp = stack(hard_log_probs_, 1), ent = stack(hard_entropies_, 1);  // [B, T]
+    Tensor reward = neg(sum(rows.reshape({B, T}), {1})).detach();              // [B]
+    r.loss = r.loss + reinforce_->loss(reward, sum(logp * tmask, {1}), sum(ent * tmask, {1})) /
+                          double(T);
+  }
+  if (need_w) r.loss = r.loss + nn::doubly_stochastic_penalty(weights, options.doubly_stochastic, b.src_mask);
+  return r;
+}
+
+// ---------------------------------------------------------------- decoding
+namespace {
+class Seq2SeqDecoder : public IncrementalDecoder {
+ public:
+  Seq2SeqDecoder(Seq2Seq& m, Memory mem) : model_(m), mem_(std::move(mem)), st_(m.initial_state(mem_)) {}
+  Tensor step(const Tensor& prev) override {
+    NoGradGuard ng;
+    StepOutput o = model_.step(prev, st_, mem_);
+    return log_softmax(model_.project(o.hidden), 1);  // [N, V]
+  }
+  void reorder(const Tensor& index) override {
+    NoGradGuard ng;
+    auto sel = [&](Tensor& t) {
+      if (t.defined()) t = index_select(t, 0, index);
+    };
+    sel(mem_.keys);
+    const std::vector<int64_t> lens = mem_.lengths.to_vector<int64_t>(), idx = index.to_vector<int64_t>();
+    std::vector<int64_t> nl(idx.size());
+    for (size_t i = 0; i < idx.size(); ++i) nl[i] = lens[size_t(idx[i])];
+    mem_.lengths = from_vector(nl, {int64_t(nl.size())});
+    mem_.mask = data::length_mask(mem_.lengths, mem_.keys.size(1));
+    for (auto& s : st_.layers) {
+      sel(s.h);
+      sel(s.c);
+    }
+    sel(st_.feed);
+  }
+
+ private:
+  Seq2Seq& model_;
+  Memory mem_;
+  DecoderState st_;
+};
+}  // namespace
+
+std::unique_ptr<IncrementalDecoder> Seq2Seq::decoder(const Tensor& src, const Tensor& lengths) {
+  NoGradGuard ng;
+  return std::make_unique<Seq2SeqDecoder>(*this, encode(src, lengths));
+}
+
+std::vector<Hypothesis> Seq2Seq::translate(const std::vector<std::vector<int64_t>>& src,
+                                           const DecodeOptions& opt, int64_t batch_size) {
+  GRAFT_CHECK(batch_size >= 1, "Seq2Seq.translate: batch_size must be >= 1, got {}", batch_size);
+  const bool was_training = is_training();
+  eval();
+  std::vector<Hypothesis> out;
+  try {
+    for (size_t i = 0; i < src.size(); i += size_t(batch_size)) {
+      std::vector<std::vector<int64_t>> part(src.begin() + long(i),
+                                             src.begin() + long(std::min(src.size(), i + size_t(batch_size))));
+      data::Seq2SeqBatch b = data::make_seq2seq_batch(part);
+      auto dec = decoder(b.src, b.src_lengths);
+      auto h = opt.beam == 1 ? greedy_decode(*dec, b.size(), opt) : beam_search(*dec, b.size(), opt);
+      out.insert(out.end(), h.begin(), h.end());
+    }
+  } catch (...) {
+    train(was_training);
+    throw;
+  }
+  train(was_training);
+  return out;
+}
+
+Tensor Seq2Seq::attention_matrix(const std::vector<int64_t>& src, const std::vector<int64_t>& output) {
+  GRAFT_CHECK(attention != nullptr, "Seq2Seq.attention_matrix: this model has no attention "
+              "(attention = none)");
+  const bool was_training = is_training();
+  eval();
+  NoGradGuard ng;
+  std::vector<Tensor> w;
+  try {
+    forward_logits(data::make_seq2seq_batch({src}, {output}), 0.0, nullptr, &w);
+  } catch (...) {
+    train(was_training);
+    throw;
+  }
+  train(was_training);
+  std::vector<Tensor> rows;
+  for (const Tensor& t : w) rows.push_back(t.select(0, 0));
+  return stack(rows, 0);  // [T, S]
+}
+
+Accuracy sequence_accuracy(const std::vector<std::vector<int64_t>>& outputs,
+                           const std::vector<std::vector<int64_t>>& references) {
+  GRAFT_CHECK(outputs.size() == references.size(), "sequence_accuracy: {} outputs but {} "
+              "references", outputs.size(), references.size());
+  Accuracy a;
+  a.count = int64_t(outputs.size());
+  int64_t exact = 0, right = 0, total = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    exact += outputs[i] == references[i];
+    for (size_t k = 0; k < references[i].size(); ++k) right += k < outputs[i].size() && outputs[i][k] == references[i][k];
+    total += int64_t(references[i].size());
+  }
+  a.exact = a.count ? double(exact) / double(a.count) : 0.0;
+  a.token = total ? double(right) / double(total) : 0.0;
+  return a;
+}
+
+}  // namespace graft::models

@@ -1,0 +1,478 @@
+// graft train seq2seq / graft translate / graft data prepare: recurrent encoder-decoders on the
+// built-in synthetic tasks (copy, reverse, sort, date) or a parallel corpus (the Bible EN->ES,
+// any TSV), trained with nn::Trainer; held-out exact match, token accuracy by length and BLEU;
+// decoding of new inputs with greedy or beam search and an attention heatmap PNG.
+//
+//   graft train seq2seq --task date --cell lstm --attention bahdanau --steps 1500
+//   graft translate --run-dir runs/seq2seq-date "3rd of March 2021" --heatmap attn.png
+//   graft data prepare bible-en-es && graft train seq2seq --task bible --cell gru --attention general
+//
+// A run directory holds, besides the trainer's files (metrics.jsonl, checkpoint/),
+// model.safetensors (the final weights, with the model options in its metadata),
+// src_vocab.txt / tgt_vocab.txt, and results.json (the held-out evaluation).
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "autograd/grad_mode.h"
+#include "data/batching.h"
+#include "data/bleu.h"
+#include "data/parallel_corpus.h"
+#include "data/seq2seq_tasks.h"
+#include "data/tokenizer.h"
+#include "models/seq2seq.h"
+#include "nn/optim.h"
+#include "nn/safetensors.h"
+#include "nn/scheduler.h"
+#include "nn/trainer.h"
+#include "ops/error.h"
+#include "tools/commands.h"
+#include "tools/heatmap.h"
+#include "tools/plot.h"
+
+namespace graft::tools {
+
+namespace {
+namespace fs = std::filesystem;
+
+struct Seq2SeqArgs {
+  std::string task = "date";
+  std::string data_dir = "data";
+  std::string tsv_train, tsv_test;  // --task tsv
+  int64_t train_size = 20000, valid_size = 500, test_size = 1000;
+  int64_t min_len = 3, max_len = 10, test_min_len = 0, test_max_len = 0, symbols = 10;
+  std::string cell = "lstm", attention = "bahdanau";
+  int64_t embed = 64, hidden = 128, layers = 1, attn_dim = 0, window = 5;
+  bool bidirectional = false, no_input_feeding = false;
+  double dropout = 0.0, sampling = 0.0, doubly_stochastic = 0.0;
+  int64_t steps = 2000, batch = 64, seed = 1, eval_every = 250, eval_size = 500;
+  double lr = 2e-3, clip = 5.0, target = 0.0;
+  int64_t beam = 1, max_out = 0, vocab_size = 8000, threads = 1;
+  double length_penalty = 1.0;
+  std::string run_dir;
+  bool resume = false, overwrite = false;
+};
+
+struct Corpus {
+  std::vector<data::Example> train, valid, test;
+  bool word = false;  // word-level (corpora) or character-level (synthetic tasks)
+};
+
+Corpus load_corpus(const Seq2SeqArgs& a) {
+  Corpus c;
+  if (a.task == "bible" || a.task == "tsv") {
+    c.word = true;
+    const std::string dir = a.data_dir + "/bible-en-es";
+    const std::string tr = a.task == "tsv" ? a.tsv_train : dir + "/train.tsv";
+    const std::string te = a.task == "tsv" ? a.tsv_test : dir + "/test.tsv";
+    GRAFT_CHECK(!tr.empty() && !te.empty(), "train seq2seq: --task tsv needs --tsv-train and --tsv-test");
+    c.train = data::read_parallel_tsv(tr, a.train_size);
+    const auto dev = a.task == "bible" ? data::read_parallel_tsv(dir + "/dev.tsv") : std::vector<data::Example>{};
+    c.valid = dev.empty() ? std::vector<data::Example>(c.train.end() - std::min<long>(long(c.train.size()), a.valid_size), c.train.end()) : dev;
+    if (int64_t(c.valid.size()) > a.valid_size) c.valid.resize(size_t(a.valid_size));
+    c.test = data::read_parallel_tsv(te, a.test_size);
+    return c;
+  }
+  const int64_t tmin = a.test_min_len ? a.test_min_len : a.min_len;
+  const int64_t tmax = a.test_max_len ? a.test_max_len : 2 * a.max_len;
+  data::TaskSplit s = data::make_task_split(a.task, a.train_size, a.valid_size, a.test_size,
+                                            {.min_len = a.min_len, .max_len = a.max_len, .num_symbols = a.symbols},
+                                            tmin, tmax, uint64_t(a.seed));
+  c.train = std::move(s.train);
+  c.valid = std::move(s.valid);
+  c.test = std::move(s.test);
+  return c;
+}
+
+std::unique_ptr<data::Tokenizer> fit_tokenizer(bool word, const std::vector<std::string>& texts, int64_t max_size) {
+  if (word) return std::make_unique<data::WordTokenizer>(data::WordTokenizer::fit(texts, true, true, 1, max_size));
+  return std::make_unique<data::CharTokenizer>(data::CharTokenizer::fit(texts));
+}
+
+using Ids = std::vector<std::vector<int64_t>>;
+Ids encode_all(const data::Tokenizer& tok, const std::vector<data::Example>& ex, bool target) {
+  Ids out;
+  for (const auto& e : ex) {
+    auto ids = tok.encode(target ? e.target : e.source);
+    if (ids.empty()) ids.push_back(data::kUnk);  // a source of only spaces: one <unk>
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
+struct EvalResult {
+  models::Accuracy acc;
+  double bleu = 0;
+  std::map<int64_t, std::pair<models::Accuracy, int64_t>> by_len;  // bin -> (acc, count)
+  std::vector<std::string> outputs;
+};
+
+EvalResult evaluate(models::Seq2Seq& m, const data::Tokenizer& tgt_tok, const Ids& src, const Ids& ref,
+                    const std::vector<data::Example>& ex, const models::DecodeOptions& dopt,
+                    int64_t bin, int64_t n = 0) {
+  const size_t count = n > 0 ? std::min(src.size(), size_t(n)) : src.size();
+  Ids s(src.begin(), src.begin() + long(count)), r(ref.begin(), ref.begin() + long(count));
+  const auto hyps = m.translate(s, dopt, 64);
+  Ids outs;
+  for (const auto& h : hyps) outs.push_back(h.tokens);
+  EvalResult res;
+  res.acc = models::sequence_accuracy(outs, r);
+  std::vector<std::string> hyp_text;
+  std::vector<std::vector<std::string>> ref_text;
+  std::map<int64_t, std::pair<Ids, Ids>> groups;
+  for (size_t i = 0; i < count; ++i) {
+    hyp_text.push_back(tgt_tok.decode(outs[i]));
+    ref_text.push_back({ex[i].target});
+    if (bin > 0) {
+      auto& g = groups[(int64_t(s[i].size()) / bin) * bin];
+      g.first.push_back(outs[i]);
+      g.second.push_back(r[i]);
+    }
+  }
+  res.bleu = data::corpus_bleu(hyp_text, ref_text).score;
+  for (auto& [k, g] : groups) res.by_len[k] = {models::sequence_accuracy(g.first, g.second), int64_t(g.first.size())};
+  res.outputs = std::move(hyp_text);
+  return res;
+}
+
+int cmd_train_seq2seq(const Seq2SeqArgs& a) {
+  const auto t_start = std::chrono::steady_clock::now();
+  omp_set_num_threads(int(a.threads));
+  const std::string run_dir = a.run_dir.empty() ? "runs/seq2seq-" + a.task : a.run_dir;
+  Corpus c = load_corpus(a);
+  GRAFT_CHECK(!c.train.empty() && !c.valid.empty() && !c.test.empty(),
+              "train seq2seq: empty data (train {}, valid {}, test {})", c.train.size(), c.valid.size(), c.test.size());
+  std::vector<std::string> srcs, tgts;
+  for (const auto& e : c.train) srcs.push_back(e.source), tgts.push_back(e.target);
+  auto src_tok = fit_tokenizer(c.word, srcs, a.vocab_size);
+  auto tgt_tok = fit_tokenizer(c.word, tgts, a.vocab_size);
+  const Ids xs = encode_all(*src_tok, c.train, false), ys = encode_all(*tgt_tok, c.train, true);
+  const Ids vx = encode_all(*src_tok, c.valid, false), vy = encode_all(*tgt_tok, c.valid, true);
+  const Ids tx = encode_all(*src_tok, c.test, false), ty = encode_all(*tgt_tok, c.test, true);
+
+  models::Seq2SeqOptions mo;
+  mo.src_vocab = src_tok->vocab().size();
+  mo.tgt_vocab = tgt_tok->vocab().size();
+  mo.embed = a.embed;
+  mo.hidden = a.hidden;
+  mo.layers = a.layers;
+  mo.cell = a.cell;
+  mo.bidirectional = a.bidirectional;
+  mo.attention = a.attention;
+  mo.attn_dim = a.attn_dim;
+  mo.window = a.window;
+  mo.input_feeding = !a.no_input_feeding;
+  mo.dropout = a.dropout;
+  mo.doubly_stochastic = a.doubly_stochastic;
+  mo.seed = uint64_t(a.seed);
+  manual_seed(uint64_t(a.seed));
+  models::Seq2Seq model(mo);
+  optim::Adam opt(model.parameters(), {.lr = a.lr});
+
+  int64_t max_tgt = 0;
+  for (const auto& y : ty) max_tgt = std::max<int64_t>(max_tgt, int64_t(y.size()));
+  const models::DecodeOptions dopt{.beam = a.beam, .max_len = a.max_out ? a.max_out : 2 * max_tgt + 10,
+                                   .length_penalty = a.length_penalty};
+  const models::DecodeOptions greedy{.beam = 1, .max_len = dopt.max_len, .length_penalty = a.length_penalty};
+  fmt::print("task {}: {} train / {} valid / {} test pairs, vocab {} -> {} ({}-level)\n", a.task,
+             c.train.size(), c.valid.size(), c.test.size(), mo.src_vocab, mo.tgt_vocab, c.word ? "word" : "char");
+  fmt::print("model: {}, {} parameters; Adam lr {}, batch {}, {} steps, {} thread(s)\n", model.repr(),
+             model.num_parameters(), a.lr, a.batch, a.steps, a.threads);
+  std::fflush(stdout);
+
+  // Batches are a pure function of the step (epoch e is bucketed with its own seed), so a
+  // resumed run sees the same batches as an uninterrupted one.
+  std::vector<int64_t> lengths;
+  for (const auto& x : xs) lengths.push_back(int64_t(x.size()));
+  int64_t cached_epoch = -1;
+  std::vector<std::vector<int64_t>> epoch_batches;
+  auto batch_at = [&](int64_t step) -> const std::vector<int64_t>& {
+    const int64_t per_epoch = (int64_t(xs.size()) + a.batch - 1) / a.batch;
+    const int64_t e = step / per_epoch;
+    if (e != cached_epoch) {
+      Generator g(uint64_t(a.seed) * 1000003u + uint64_t(e));
+      epoch_batches = data::bucket_batches(lengths, a.batch, g);
+      cached_epoch = e;
+    }
+    return epoch_batches[size_t(step % per_epoch)];
+  };
+  Generator sampling_gen(uint64_t(a.seed) + 7);
+  int64_t reached_step = -1;
+  double reached_time = 0;
+
+  nn::TrainerOptions to;
+  to.max_steps = a.steps;
+  to.eval_every = a.eval_every;
+  to.run_dir = run_dir;
+  to.resume = a.resume;
+  to.overwrite = a.overwrite;
+  to.clip_grad_norm = a.clip;
+  to.items_name = "tokens";
+  to.early_stopping_metric = "exact";
+  to.early_stopping_mode = "max";
+  nlohmann::ordered_json cfg = nlohmann::json::parse(mo.to_json());
+  cfg["task"] = a.task;
+  cfg["steps"] = a.steps;
+  cfg["batch"] = a.batch;
+  cfg["lr"] = a.lr;
+  cfg["sampling"] = a.sampling;
+  cfg["train_size"] = a.train_size;
+  cfg["min_len"] = a.min_len;
+  cfg["max_len"] = a.max_len;
+  to.config_json = cfg.dump();
+  nn::Trainer* trainer_ptr = nullptr;
+  nn::Trainer trainer(
+      to, model, opt, nullptr,
+      [&](int64_t step, int) -> nn::MicroBatchLoss {
+        const auto& idx = batch_at(step);
+        Ids bx, by;
+        for (int64_t i : idx) bx.push_back(xs[size_t(i)]), by.push_back(ys[size_t(i)]);
+        const data::Seq2SeqBatch b = data::make_seq2seq_batch(bx, by);
+        models::LossOutput l = model.loss(b, a.sampling, &sampling_gen);
+        return {l.loss, l.tokens};
+      },
+      [&]() -> std::map<std::string, double> {
+        EvalResult r = evaluate(model, *tgt_tok, vx, vy, c.valid, greedy, 0, a.eval_size);
+        model.eval();
+        if (a.target > 0 && r.acc.exact >= a.target && reached_step < 0) {
+          reached_step = trainer_ptr->step();
+          reached_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+          fmt::print(stderr, "valid exact match {:.4f} >= {} at step {} ({:.1f} s): stopping\n", r.acc.exact,
+                     a.target, reached_step, reached_time);
+          trainer_ptr->request_stop();
+        }
+        return {{"exact", r.acc.exact}, {"token_accuracy", r.acc.token}, {"bleu", r.bleu}};
+      });
+  trainer_ptr = &trainer;
+  trainer.register_generator("sampling", sampling_gen);
+  const nn::TrainResult tr = trainer.fit();
+  const double train_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+
+  // save the final model and the vocabularies for graft translate
+  fs::create_directories(run_dir);
+  nn::save_safetensors(run_dir + "/model.safetensors", model.state_dict(),
+                       {{"seq2seq", mo.to_json()}, {"tokenizer", c.word ? "word" : "char"}, {"task", a.task}});
+  src_tok->vocab().save(run_dir + "/src_vocab.txt");
+  tgt_tok->vocab().save(run_dir + "/tgt_vocab.txt");
+
+  const int64_t bin = c.word ? 10 : (a.task == "date" ? 0 : 10);
+  const auto te0 = std::chrono::steady_clock::now();
+  EvalResult r = evaluate(model, *tgt_tok, tx, ty, c.test, dopt, bin);
+  const double eval_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - te0).count();
+  fmt::print("\nheld-out test ({} examples{}, {}): exact match {:.2f}%, token accuracy {:.2f}%, BLEU {:.2f}\n",
+             r.acc.count, c.word ? "" : fmt::format(", source lengths {}..{}", a.test_min_len ? a.test_min_len : a.min_len,
+                                                  a.test_max_len ? a.test_max_len : 2 * a.max_len),
+             dopt.beam == 1 ? "greedy" : fmt::format("beam {}", dopt.beam), 100 * r.acc.exact, 100 * r.acc.token, r.bleu);
+  nlohmann::ordered_json res;
+  res["task"] = a.task;
+  res["cell"] = a.cell;
+  res["attention"] = a.attention;
+  res["steps"] = tr.step;
+  res["stop_reason"] = nn::stop_reason_name(tr.reason);
+  res["train_wall_s"] = train_secs;
+  res["reached_target_step"] = reached_step;
+  res["reached_target_wall_s"] = reached_time;
+  res["test_exact"] = r.acc.exact;
+  res["test_token_accuracy"] = r.acc.token;
+  res["test_bleu"] = r.bleu;
+  res["test_examples"] = r.acc.count;
+  res["beam"] = dopt.beam;
+  res["eval_wall_s"] = eval_secs;
+  if (!r.by_len.empty()) {
+    fmt::print("{:>12}  {:>6}  {:>8}  {:>8}\n", "src length", "count", "exact", "token");
+    for (const auto& [k, v] : r.by_len) {
+      fmt::print("{:>12}  {:>6}  {:>7.2f}%  {:>7.2f}%\n", fmt::format("{}-{}", k, k + bin - 1), v.second,
+                 100 * v.first.exact, 100 * v.first.token);
+      res["by_length"].push_back({{"from", k}, {"to", k + bin - 1}, {"count", v.second},
+                                  {"exact", v.first.exact}, {"token_accuracy", v.first.token}});
+    }
+  }
+  for (size_t i = 0; i < std::min<size_t>(5, c.test.size()); ++i)
+    fmt::print("  {:<32} -> {:<24} (reference {})\n", c.test[i].source.substr(0, 60),
+               r.outputs[i].substr(0, 60), c.test[i].target.substr(0, 60));
+  {
+    std::ofstream f(run_dir + "/results.json");
+    f << res.dump(1) << "\n";
+  }
+  fmt::print("{} steps in {:.1f} s ({}); run directory {} (model.safetensors, results.json); try: graft translate --run-dir {} TEXT\n",
+             tr.step, train_secs, nn::stop_reason_name(tr.reason), run_dir, run_dir);
+  return tr.reason == nn::StopReason::interrupted ? 130 : 0;
+}
+
+// ---------------------------------------------------------------- graft translate
+struct TranslateArgs {
+  std::string run_dir;
+  std::vector<std::string> inputs;
+  int64_t beam = 5, max_len = 0, threads = 1;
+  double length_penalty = 1.0;
+  std::string heatmap;
+};
+
+int cmd_translate(const TranslateArgs& a) {
+  omp_set_num_threads(int(a.threads));
+  const std::string mpath = a.run_dir + "/model.safetensors";
+  const nn::SafetensorsFile f = nn::load_safetensors(mpath);
+  auto meta = [&](const std::string& k) {
+    auto it = f.metadata.find(k);
+    GRAFT_CHECK(it != f.metadata.end(), "translate: {} has no '{}' metadata; hint: it must come from "
+                "'graft train seq2seq'", mpath, k);
+    return it->second;
+  };
+  const models::Seq2SeqOptions mo = models::Seq2SeqOptions::from_json(meta("seq2seq"));
+  const std::string kind = meta("tokenizer");
+  auto src_tok = data::make_tokenizer(kind, data::Vocab::load(a.run_dir + "/src_vocab.txt"));
+  auto tgt_tok = data::make_tokenizer(kind, data::Vocab::load(a.run_dir + "/tgt_vocab.txt"));
+  if (kind == "word") {  // the training tokenizers lowercase
+    src_tok = std::make_unique<data::WordTokenizer>(src_tok->vocab(), true, true);
+    tgt_tok = std::make_unique<data::WordTokenizer>(tgt_tok->vocab(), true, true);
+  }
+  GRAFT_CHECK(src_tok->vocab().size() == mo.src_vocab && tgt_tok->vocab().size() == mo.tgt_vocab,
+              "translate: the vocabulary files ({} / {} tokens) do not match the model ({} / {})",
+              src_tok->vocab().size(), tgt_tok->vocab().size(), mo.src_vocab, mo.tgt_vocab);
+  models::Seq2Seq model(mo);
+  nn::load_into(model, mpath);
+  std::vector<std::string> lines = a.inputs;
+  if (lines.empty()) {
+    std::string line;
+    while (std::getline(std::cin, line)) lines.push_back(line);
+  }
+  Ids src;
+  for (const auto& l : lines) {
+    auto ids = src_tok->encode(l);
+    if (ids.empty()) ids.push_back(data::kUnk);
+    src.push_back(std::move(ids));
+  }
+  int64_t longest = 0;
+  for (const auto& s : src) longest = std::max<int64_t>(longest, int64_t(s.size()));
+  const models::DecodeOptions dopt{.beam = a.beam, .max_len = a.max_len ? a.max_len : 2 * longest + 10,
+                                   .length_penalty = a.length_penalty};
+  const auto hyps = src.empty() ? std::vector<models::Hypothesis>{} : model.translate(src, dopt);
+  for (size_t i = 0; i < hyps.size(); ++i) fmt::print("{}\n", tgt_tok->decode(hyps[i].tokens));
+  if (!a.heatmap.empty()) {
+    GRAFT_CHECK(!src.empty(), "translate: --heatmap needs an input line");
+    const Tensor w = model.attention_matrix(src[0], hyps[0].tokens);  // [T, S]
+    std::vector<std::string> rows = tgt_tok->tokens(hyps[0].tokens), cols = src_tok->tokens(src[0], false);
+    rows.push_back("<eos>");
+    for (auto& s : cols) if (s == " ") s = "\u2423";  // a visible space
+    for (auto& s : rows) if (s == " ") s = "\u2423";
+    const Tensor wf = w.to(DType::f32).contiguous();
+    try {
+      write_heatmap_png(a.heatmap, wf.to_vector<float>(), w.size(0), w.size(1), rows, cols,
+                        fmt::format("{} attention: {}", mo.attention, lines[0].substr(0, 40)));
+    } catch (...) {
+      release_plot_caches();
+      throw;
+    }
+    release_plot_caches();
+    fmt::print(stderr, "wrote {} ({} output x {} source tokens)\n", a.heatmap, w.size(0), w.size(1));
+  }
+  return 0;
+}
+
+CLI::Validator positive_real(const char* what) {
+  return CLI::Validator(
+      [what](std::string& s) -> std::string {
+        try {
+          size_t used = 0;
+          const double v = std::stod(s, &used);
+          if (used == s.size() && std::isfinite(v) && v >= 0) return "";
+        } catch (const std::exception&) {
+        }
+        return fmt::format("{} must be a finite number >= 0, got '{}'", what, s);
+      },
+      "NUMBER >= 0");
+}
+
+}  // namespace
+
+void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
+  auto a = std::make_shared<Seq2SeqArgs>();
+  CLI::App* t = train.add_subcommand("seq2seq", "Recurrent encoder-decoder (RNN/LSTM/GRU, any attention) on copy/reverse/sort/date or a parallel corpus");
+  const auto count = CLI::Range(int64_t(1), int64_t(1) << 40);
+  const auto nonneg = CLI::Range(int64_t(0), int64_t(1) << 40);
+  t->add_option("--task", a->task, "copy, reverse, sort, date (synthetic), bible (after 'graft data prepare bible-en-es') or tsv")->capture_default_str()->check(CLI::IsMember({"copy", "reverse", "sort", "date", "bible", "tsv"}));
+  t->add_option("--cell", a->cell, "rnn, lstm or gru")->capture_default_str()->check(CLI::IsMember({"rnn", "lstm", "gru"}));
+  t->add_option("--attention", a->attention, "none, bahdanau, dot, general, concat, local-m, local-p or hard")->capture_default_str()->check(CLI::IsMember({"none", "bahdanau", "dot", "general", "concat", "local-m", "local-p", "hard"}));
+  t->add_option("--steps", a->steps, "Optimizer steps")->capture_default_str()->check(count);
+  t->add_option("--batch", a->batch, "Sentences per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
+  t->add_option("--lr", a->lr, "Adam learning rate")->capture_default_str()->check(positive_real("--lr"));
+  t->add_option("--clip-grad-norm", a->clip, "Clip the gradient norm (0 = off)")->capture_default_str()->check(positive_real("--clip-grad-norm"));
+  t->add_option("--embed", a->embed, "Embedding width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
+  t->add_option("--hidden", a->hidden, "Hidden width (H/2 per direction when bidirectional)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
+  t->add_option("--layers", a->layers, "Encoder and decoder layers")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(16)));
+  t->add_flag("--bidirectional", a->bidirectional, "Bidirectional encoder");
+  t->add_option("--attn-dim", a->attn_dim, "Attention width (0 = hidden)")->capture_default_str()->check(nonneg);
+  t->add_option("--window", a->window, "Local attention half-window D")->capture_default_str()->check(nonneg);
+  t->add_flag("--no-input-feeding", a->no_input_feeding, "Luong attention without input feeding");
+  t->add_option("--dropout", a->dropout, "Dropout on embeddings and outputs")->capture_default_str()->check(CLI::Range(0.0, 0.95));
+  t->add_option("--sampling", a->sampling, "Scheduled sampling: probability of feeding the model's own previous prediction")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  t->add_option("--doubly-stochastic", a->doubly_stochastic, "Lambda of the doubly-stochastic attention penalty")->capture_default_str()->check(positive_real("--doubly-stochastic"));
+  t->add_option("--train-size", a->train_size, "Training pairs (synthetic: generated; corpora: first N)")->capture_default_str()->check(count);
+  t->add_option("--valid-size", a->valid_size, "Validation pairs")->capture_default_str()->check(count);
+  t->add_option("--test-size", a->test_size, "Held-out test pairs")->capture_default_str()->check(count);
+  t->add_option("--eval-size", a->eval_size, "Validation pairs decoded at each evaluation")->capture_default_str()->check(count);
+  t->add_option("--min-len", a->min_len, "copy/reverse/sort: shortest training source")->capture_default_str()->check(count);
+  t->add_option("--max-len", a->max_len, "copy/reverse/sort: longest training source")->capture_default_str()->check(count);
+  t->add_option("--test-min-len", a->test_min_len, "Shortest test source (0 = --min-len)")->capture_default_str()->check(nonneg);
+  t->add_option("--test-max-len", a->test_max_len, "Longest test source (0 = 2 x --max-len)")->capture_default_str()->check(nonneg);
+  t->add_option("--symbols", a->symbols, "copy/reverse/sort alphabet size (2..36)")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(36)));
+  t->add_option("--vocab-size", a->vocab_size, "Word-level vocabulary limit (corpora)")->capture_default_str()->check(CLI::Range(int64_t(5), int64_t(1000000)));
+  t->add_option("--data-dir", a->data_dir, "Where 'graft data prepare' wrote the corpora")->capture_default_str();
+  t->add_option("--tsv-train", a->tsv_train, "--task tsv: training file (source<TAB>target)");
+  t->add_option("--tsv-test", a->tsv_test, "--task tsv: test file");
+  t->add_option("--seed", a->seed, "Seed of the data, the weights and the batches")->capture_default_str()->check(nonneg);
+  t->add_option("--eval-every", a->eval_every, "Decode --eval-size validation pairs every N steps (0 = never)")->capture_default_str()->check(nonneg);
+  t->add_option("--target", a->target, "Stop once validation exact match reaches this (0 = off), e.g. 0.99")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  t->add_option("--beam", a->beam, "Beam width for the test evaluation (1 = greedy)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
+  t->add_option("--length-penalty", a->length_penalty, "Beam ranking: logp / len^alpha")->capture_default_str()->check(positive_real("--length-penalty"));
+  t->add_option("--max-out", a->max_out, "Most output tokens (0 = 2 x longest reference + 10)")->capture_default_str()->check(nonneg);
+  t->add_option("--threads", a->threads, "OpenMP threads (small recurrent models run fastest on 1)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(256)));
+  t->add_option("--run-dir", a->run_dir, "Run directory (default runs/seq2seq-TASK)");
+  t->add_flag("--resume", a->resume, "Continue from the run directory's checkpoint");
+  t->add_flag("--overwrite", a->overwrite, "Start over in a run directory that holds a checkpoint");
+  cmds.push_back({t, [a] {
+                    if (a->task != "bible" && a->task != "tsv") {
+                      GRAFT_CHECK(a->min_len <= a->max_len, "train seq2seq: --min-len {} > --max-len {}", a->min_len, a->max_len);
+                    }
+                    return cmd_train_seq2seq(*a);
+                  }});
+
+  auto ta = std::make_shared<TranslateArgs>();
+  CLI::App* tr = app.add_subcommand("translate", "Decode input lines (arguments or stdin) with a model from 'graft train seq2seq'");
+  tr->add_option("--run-dir", ta->run_dir, "The training run directory (model.safetensors, src_vocab.txt, tgt_vocab.txt)")->required();
+  tr->add_option("inputs", ta->inputs, "Input lines (default: read stdin)");
+  tr->add_option("--beam", ta->beam, "Beam width (1 = greedy)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
+  tr->add_option("--max-len", ta->max_len, "Most output tokens (0 = 2 x input + 10)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(100000)));
+  tr->add_option("--length-penalty", ta->length_penalty, "Beam ranking: logp / len^alpha")->capture_default_str()->check(positive_real("--length-penalty"));
+  tr->add_option("--heatmap,--attention-png", ta->heatmap, "Write the first input's cross-attention matrix as a PNG");
+  tr->add_option("--threads", ta->threads, "OpenMP threads")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(256)));
+  cmds.push_back({tr, [ta] { return cmd_translate(*ta); }});
+
+  auto corpus = std::make_shared<std::string>();
+  auto dir = std::make_shared<std::string>("data");
+  CLI::App* d = app.add_subcommand("data", "Datasets");
+  d->require_subcommand(1);
+  CLI::App* prep = d->add_subcommand("prepare", "Download/convert a corpus: bible-en-es (Debian SWORD modules, public domain)");
+  prep->add_option("corpus", *corpus, "bible-en-es")->required()->check(CLI::IsMember({"bible-en-es"}));
+  prep->add_option("--data-dir", *dir, "Output folder")->capture_default_str();
+  cmds.push_back({prep, [dir] {
+                    const data::BibleInfo info = data::prepare_bible_en_es(*dir);
+                    fmt::print("wrote {}: {} verse pairs (train {}, dev {}, test {}); see {}/README.txt\n", info.dir,
+                               info.pairs, info.train, info.dev, info.test, info.dir);
+                    return 0;
+                  }});
+}
+
+}  // namespace graft::tools
