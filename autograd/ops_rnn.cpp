@@ -1,6 +1,9 @@
-// Recurrent-layer ops: the fused LSTM and GRU cell updates (one tape node each, gate math in
-// one SIMD loop per direction, see autograd/fuse_multi.h) and unstack (all time-step slices as
-// one node). Op-table entries with float64 gradcheck cases are at the bottom.
+// Recurrent-layer ops: the fused LSTM and GRU cell updates (one tape node each: the gate math
+// is one SIMD loop forward and one backward, both static expression graphs evaluated by
+// autograd/fuse_multi.h) and unstack (all time-step slices as one node).
+// The forward loop also stores the gate activations; the backward loop is then multiply-adds
+// only (the ct::Tape route, fuse_multi::backward, re-evaluates every sigmoid/tanh and was ~2x
+// slower in bench_ct). The tests check both cells against the composite tape ops to 1e-12. Op-table entries with float64 gradcheck cases are at the bottom.
 #include "autograd/ops_rnn.h"
 
 #include "autograd/case_util.h"
@@ -39,30 +42,43 @@ void check_cell_input(const Tensor& t, const char* op, const char* what, int64_t
 }
 
 // ---------------------------------------------------------------- the cells' static graphs
-// LSTM: Var<0..4> = i, f, g, o (pre-activations), c_prev; Var<5> = c (the first output).
-ct::Var<0> l_i;
-ct::Var<1> l_f;
-ct::Var<2> l_g;
-ct::Var<3> l_o;
-ct::Var<4> l_c;
-ct::Var<5> l_cn;
-const auto lstm_exprs = std::make_tuple(sigmoid(l_f) * l_c + sigmoid(l_i) * tanh(l_g),  // c
-                                        sigmoid(l_o) * tanh(l_cn));                     // h
+// Forward: the gate activations are outputs too (saved for backward), so the backward pass is
+// pure multiply-adds: no transcendental is evaluated twice. Variables N, N+1, ... are the
+// earlier outputs (autograd/fuse_multi.h).
+template <int I> constexpr ct::Var<I> v{};
+// tanh(x) = 2 sigmoid(2x) - 1: one exp and one division, about twice as fast as the SIMD tanh
+// in these loops (bench_ct); the absolute difference is at rounding level.
+template <class E> auto tanh_(const E& e) { return 2.0 * sigmoid(2.0 * e) - 1.0; }
 
-// GRU: Var<0..2> = gi_r, gi_z, gi_n; Var<3..5> = gh_r, gh_z, gh_n; Var<6> = h_prev;
-// Var<7> = z, Var<8> = n (intermediates kept in registers).
-ct::Var<0> g_ir;
-ct::Var<1> g_iz;
-ct::Var<2> g_in;
-ct::Var<3> g_hr;
-ct::Var<4> g_hz;
-ct::Var<5> g_hn;
-ct::Var<6> g_h;
-ct::Var<7> g_z;
-ct::Var<8> g_n;
-const auto gru_exprs = std::make_tuple(sigmoid(g_iz + g_hz),                          // z
-                                       tanh(g_in + sigmoid(g_ir + g_hr) * g_hn),      // n
-                                       g_n + g_z * (g_h - g_n));                      // h
+// LSTM forward: x0..x4 = i, f, g, o (pre-activations), c_prev.
+const auto lstm_fwd = std::make_tuple(sigmoid(v<0>),            // x5  = sigma(i)   (saved)
+                                      sigmoid(v<1>),            // x6  = sigma(f)   (saved)
+                                      tanh_(v<2>),              // x7  = tanh(g)    (saved)
+                                      sigmoid(v<3>),            // x8  = sigma(o)   (saved)
+                                      v<6> * v<4> + v<5> * v<7>,  // x9  = c = f c_prev + i g
+                                      tanh_(v<9>),              // x10 = tanh(c)    (saved)
+                                      v<8> * v<10>);            // x11 = h = o tanh(c)
+// LSTM backward: x0..x4 = the saved i, f, g, o, tanh(c); x5 = c_prev, x6 = dh, x7 = dc.
+const auto lstm_bwd = std::make_tuple(v<7> + v<6> * v<3> * (1.0 - v<4> * v<4>),  // x8 = dc' = dc + dh o (1 - tanh(c)^2)
+                                      v<8> * v<2> * v<0> * (1.0 - v<0>),        // d i = dc' g i (1 - i)
+                                      v<8> * v<5> * v<1> * (1.0 - v<1>),        // d f = dc' c_prev f (1 - f)
+                                      v<8> * v<0> * (1.0 - v<2> * v<2>),        // d g = dc' i (1 - g^2)
+                                      v<6> * v<4> * v<3> * (1.0 - v<3>),        // d o = dh tanh(c) o (1 - o)
+                                      v<8> * v<1>);                             // d c_prev = dc' f
+
+// GRU forward: x0..x2 = gi_r, gi_z, gi_n; x3..x5 = gh_r, gh_z, gh_n; x6 = h_prev.
+const auto gru_fwd = std::make_tuple(sigmoid(v<0> + v<3>),         // x7 = r   (saved)
+                                     sigmoid(v<1> + v<4>),         // x8 = z   (saved)
+                                     tanh_(v<2> + v<7> * v<5>),    // x9 = n   (saved)
+                                     v<9> + v<8> * (v<6> - v<9>));  // h = (1 - z) n + z h_prev
+// GRU backward: x0..x2 = the saved r, z, n; x3 = gh_n, x4 = h_prev, x5 = dy.
+const auto gru_bwd = std::make_tuple(v<5> * (1.0 - v<1>) * (1.0 - v<2> * v<2>),  // x6 = d gi_n = dy (1 - z)(1 - n^2)
+                                     v<6> * v<3> * v<0> * (1.0 - v<0>),        // x7 = d gi_r = d gh_r = d gi_n gh_n r (1 - r)
+                                     v<5> * (v<4> - v<2>) * v<1> * (1.0 - v<1>),  // x8 = d gi_z = d gh_z = dy (h_prev - n) z (1 - z)
+                                     v<6> * v<0>,                              // d gh_n = d gi_n r
+                                     v<5> * v<1>,                              // d h_prev = dy z
+                                     v<7>,                                     // (d gh_r: a copy of x7)
+                                     v<8>);                                    // (d gh_z: a copy of x8)
 
 Tensor or_zeros(const Tensor& g, const Tensor& like_t) { return g.defined() ? g : zeros_like(like_t); }
 
@@ -101,38 +117,38 @@ std::pair<Tensor, Tensor> lstm_cell_fused(const Tensor& gates, const Tensor& c_p
   check_cell_input(gates, op, "gates", B, 4 * H);
   check_cell_input(c_prev, op, "c_prev", B, H);
   detail::check_same_dtype(gates, c_prev, op);
+  const DType dt = gates.dtype();
   Tensor gd = unit_cols(gates), cd = unit_cols(c_prev);
-  Tensor h = Tensor::empty({B, H}, gates.dtype()), c = Tensor::empty({B, H}, gates.dtype());
-  GRAFT_DISPATCH_FLOAT(gates.dtype(), op, T, [&] {
+  Tensor h = Tensor::empty({B, H}, dt), c = Tensor::empty({B, H}, dt);
+  const bool grad = needs_grad({&gates, &c_prev});
+  Tensor acts = grad ? Tensor::empty({B, 5 * H}, dt) : Tensor();  // i, f, g, o, tanh(c)
+  GRAFT_DISPATCH_FLOAT(dt, op, T, [&] {
     std::array<CBlock<T>, 5> in{cblock<T>(gd, 0), cblock<T>(gd, H), cblock<T>(gd, 2 * H),
                                 cblock<T>(gd, 3 * H), cblock<T>(cd)};
-    fuse_multi::forward<T, 5, 2>(lstm_exprs, in, std::array<Block<T>, 2>{block<T>(c), block<T>(h)}, B, H);
+    auto a = [&](int k) { return grad ? block<T>(acts, k * H) : Block<T>{}; };
+    fuse_multi::forward<T, 5, 7>(lstm_fwd, in, {a(0), a(1), a(2), a(3), block<T>(c), a(4), block<T>(h)}, B, H);
   });
   if (auto n = record(op, {gates, c_prev}, [B, H](BackwardCtx& ctx) -> std::vector<Tensor> {
         Tensor gates = ctx.saved_tensor(0), cp = ctx.saved_tensor(1);
         if (ctx.create_graph) return lstm_backward_composite(gates, cp, ctx.grad(0), ctx.grad(1));
-        Tensor gd = unit_cols(gates), cd = unit_cols(cp);
-        Tensor dh = ctx.grad(0).defined() ? unit_cols(ctx.grad(0)) : Tensor();
-        Tensor dc = ctx.grad(1).defined() ? unit_cols(ctx.grad(1)) : Tensor();
+        Tensor acts = ctx.saved_tensor(2), cd = unit_cols(cp);
+        Tensor dh = unit_cols(or_zeros(ctx.grad(0), cp)), dc = unit_cols(or_zeros(ctx.grad(1), cp));
         Tensor dgates = ctx.needs(0) ? Tensor::empty({B, 4 * H}, gates.dtype()) : Tensor();
         Tensor dcp = ctx.needs(1) ? Tensor::empty({B, H}, gates.dtype()) : Tensor();
         GRAFT_DISPATCH_FLOAT(gates.dtype(), "lstm_cell_fused", T, [&] {
-          std::array<CBlock<T>, 5> in{cblock<T>(gd, 0), cblock<T>(gd, H), cblock<T>(gd, 2 * H),
-                                      cblock<T>(gd, 3 * H), cblock<T>(cd)};
-          std::array<CBlock<T>, 2> dy{dc.defined() ? cblock<T>(dc) : CBlock<T>{},
-                                      dh.defined() ? cblock<T>(dh) : CBlock<T>{}};
-          std::array<Block<T>, 5> gx{};
-          if (dgates.defined())
-            for (int k = 0; k < 4; ++k) gx[k] = block<T>(dgates, k * H);
-          if (dcp.defined()) gx[4] = block<T>(dcp);
-          // dgates = [dc' g i(1-i), dc' c f(1-f), dc' i(1-g^2), dh tanh(c) o(1-o)], dc_prev = dc' f
-          // with dc' = dc + dh o (1 - tanh(c)^2): the ct::Tape reverse sweep of lstm_exprs
-          fuse_multi::backward<T, 5, 2>(lstm_exprs, in, dy, gx, B, H);
+          std::array<CBlock<T>, 8> in{cblock<T>(acts, 0),     cblock<T>(acts, H), cblock<T>(acts, 2 * H),
+                                      cblock<T>(acts, 3 * H), cblock<T>(acts, 4 * H), cblock<T>(cd),
+                                      cblock<T>(dh),          cblock<T>(dc)};
+          auto dg = [&](int k) { return dgates.defined() ? block<T>(dgates, k * H) : Block<T>{}; };
+          // dgates = [dc' g i(1-i), dc' c_prev f(1-f), dc' i(1-g^2), dh tanh(c) o(1-o)], dc_prev = dc' f
+          fuse_multi::forward<T, 8, 6>(lstm_bwd, in,
+                                       {Block<T>{}, dg(0), dg(1), dg(2), dg(3),
+                                        dcp.defined() ? block<T>(dcp) : Block<T>{}}, B, H);
         });
         return {dgates, dcp};
       })) {
     n->num_outputs = 2;
-    n->saved = {SavedTensor::input(gates), SavedTensor::input(c_prev)};
+    n->saved = {SavedTensor::input(gates), SavedTensor::input(c_prev), SavedTensor::input(acts)};
     set_history(h, n, 0);
     set_history(c, n, 1);
   }
@@ -151,39 +167,40 @@ Tensor gru_cell_fused(const Tensor& gi, const Tensor& gh, const Tensor& h_prev) 
   check_cell_input(h_prev, op, "h_prev", B, H);
   detail::check_same_dtype(gi, h_prev, op);
   detail::check_same_dtype(gh, h_prev, op);
+  const DType dt = gi.dtype();
   Tensor id = unit_cols(gi), hd = unit_cols(gh), pd = unit_cols(h_prev);
-  Tensor h = Tensor::empty({B, H}, gi.dtype());
-  GRAFT_DISPATCH_FLOAT(gi.dtype(), op, T, [&] {
+  Tensor h = Tensor::empty({B, H}, dt);
+  const bool grad = needs_grad({&gi, &gh, &h_prev});
+  Tensor acts = grad ? Tensor::empty({B, 3 * H}, dt) : Tensor();  // r, z, n
+  GRAFT_DISPATCH_FLOAT(dt, op, T, [&] {
     std::array<CBlock<T>, 7> in{cblock<T>(id, 0), cblock<T>(id, H), cblock<T>(id, 2 * H),
                                 cblock<T>(hd, 0), cblock<T>(hd, H), cblock<T>(hd, 2 * H),
                                 cblock<T>(pd)};
-    fuse_multi::forward<T, 7, 3>(gru_exprs, in, std::array<Block<T>, 3>{Block<T>{}, Block<T>{}, block<T>(h)}, B, H);
+    auto a = [&](int k) { return grad ? block<T>(acts, k * H) : Block<T>{}; };
+    fuse_multi::forward<T, 7, 4>(gru_fwd, in, {a(0), a(1), a(2), block<T>(h)}, B, H);
   });
   if (auto n = record(op, {gi, gh, h_prev}, [B, H](BackwardCtx& ctx) -> std::vector<Tensor> {
         Tensor gi = ctx.saved_tensor(0), gh = ctx.saved_tensor(1), hp = ctx.saved_tensor(2);
         if (ctx.create_graph) return gru_backward_composite(gi, gh, hp, ctx.grad(0));
-        Tensor id = unit_cols(gi), hd = unit_cols(gh), pd = unit_cols(hp), dy = unit_cols(ctx.grad(0));
+        Tensor acts = ctx.saved_tensor(3), hd = unit_cols(gh), pd = unit_cols(hp), dy = unit_cols(ctx.grad(0));
         Tensor dgi = ctx.needs(0) ? Tensor::empty({B, 3 * H}, gi.dtype()) : Tensor();
         Tensor dgh = ctx.needs(1) ? Tensor::empty({B, 3 * H}, gi.dtype()) : Tensor();
         Tensor dhp = ctx.needs(2) ? Tensor::empty({B, H}, gi.dtype()) : Tensor();
         GRAFT_DISPATCH_FLOAT(gi.dtype(), "gru_cell_fused", T, [&] {
-          std::array<CBlock<T>, 7> in{cblock<T>(id, 0), cblock<T>(id, H), cblock<T>(id, 2 * H),
-                                      cblock<T>(hd, 0), cblock<T>(hd, H), cblock<T>(hd, 2 * H),
-                                      cblock<T>(pd)};
-          std::array<CBlock<T>, 3> dys{CBlock<T>{}, CBlock<T>{}, cblock<T>(dy)};
-          std::array<Block<T>, 7> gx{};
-          for (int k = 0; k < 3; ++k) {
-            if (dgi.defined()) gx[k] = block<T>(dgi, k * H);
-            if (dgh.defined()) gx[3 + k] = block<T>(dgh, k * H);
-          }
-          if (dhp.defined()) gx[6] = block<T>(dhp);
-          // dn = dy(1-z), dz = dy(h-n), dh_prev = dy z; d(gi_n) = dn(1-n^2), d(gh_n) = d(gi_n) r,
-          // d(gi_r) = d(gh_r) = d(gi_n) gh_n r(1-r), d(gi_z) = d(gh_z) = dz z(1-z)
-          fuse_multi::backward<T, 7, 3>(gru_exprs, in, dys, gx, B, H);
+          std::array<CBlock<T>, 6> in{cblock<T>(acts, 0), cblock<T>(acts, H), cblock<T>(acts, 2 * H),
+                                      cblock<T>(hd, 2 * H), cblock<T>(pd), cblock<T>(dy)};
+          auto b_i = [&](int k) { return dgi.defined() ? block<T>(dgi, k * H) : Block<T>{}; };
+          auto b_h = [&](int k) { return dgh.defined() ? block<T>(dgh, k * H) : Block<T>{}; };
+          // dn = dy(1-z), dz = dy(h_prev-n), dh_prev = dy z; d gi_n = dn(1-n^2), d gh_n = d gi_n r,
+          // d gi_r = d gh_r = d gi_n gh_n r(1-r), d gi_z = d gh_z = dz z(1-z)
+          fuse_multi::forward<T, 6, 7>(gru_bwd, in,
+                                       {b_i(2), b_i(0), b_i(1), b_h(2),
+                                        dhp.defined() ? block<T>(dhp) : Block<T>{}, b_h(0), b_h(1)}, B, H);
         });
         return {dgi, dgh, dhp};
       })) {
-    n->saved = {SavedTensor::input(gi), SavedTensor::input(gh), SavedTensor::input(h_prev)};
+    n->saved = {SavedTensor::input(gi), SavedTensor::input(gh), SavedTensor::input(h_prev),
+                SavedTensor::input(acts)};
     set_history(h, n);
   }
   return h;

@@ -4,6 +4,10 @@
 //  ct_fused:  LSTM-cell output math h = sigmoid(o) tanh(sigmoid(f) c + sigmoid(i) tanh(g)) on
 //             [B=32, 256] per gate (4x256 gate columns): one fused node vs the same math as tape
 //             ops, forward + backward.
+//  ct_fused_lstm_cell_op: the whole LSTM cell update (c and h from gates [32, 4*256] and
+//             c_prev) as the two-output fused node lstm_cell_fused (autograd/ops_rnn.h) vs the
+//             same math as tape ops on chunk views (the composite path of nn::LSTM); forward +
+//             backward of both outputs.
 // JSON lines: name, value, unit, reference, ratio.
 #include <chrono>
 #include <cmath>
@@ -13,6 +17,7 @@
 
 #include "autograd/ct.h"
 #include "autograd/fuse.h"
+#include "autograd/ops_rnn.h"
 
 using namespace graft;
 
@@ -101,5 +106,22 @@ int main() {
   });
   fmt::print("{{\"name\": \"ct_fused_lstm_cell\", \"value\": {:.0f}, \"unit\": \"fwd+bwd/s\", \"reference\": {:.0f}, \"reference_source\": \"same math as tape ops\", \"ratio\": {:.2f}, \"threads\": {}}}\n",
              r_fused, r_ops, r_fused / r_ops, threads);
+
+  // ---- ct_fused_lstm_cell_op: both outputs, one gate-gradient buffer
+  Tensor dh = randn({32, 256}), dc = randn({32, 256});
+  double r_cell = per_second([&] {
+    auto [h, c] = lstm_cell_fused(gates, cprev);
+    auto gr = grad({h, c}, {gates, cprev}, {dh, dc});
+    sink = gr[0].numel();
+  });
+  double r_comp = per_second([&] {
+    auto p = chunk(gates, 4, 1);
+    Tensor c = sigmoid(p[1]) * cprev + sigmoid(p[0]) * tanh(p[2]);
+    Tensor h = sigmoid(p[3]) * tanh(c);
+    auto gr = grad({h, c}, {gates, cprev}, {dh, dc});
+    sink = gr[0].numel();
+  });
+  fmt::print("{{\"name\": \"ct_fused_lstm_cell_op\", \"value\": {:.0f}, \"unit\": \"fwd+bwd/s\", \"reference\": {:.0f}, \"reference_source\": \"composite tape ops (chunk, sigmoid, tanh, mul, add)\", \"ratio\": {:.2f}, \"B\": 32, \"H\": 256, \"threads\": {}}}\n",
+             r_cell, r_comp, r_cell / r_comp, threads);
   return 0;
 }

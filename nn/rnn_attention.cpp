@@ -82,9 +82,16 @@ BahdanauAttention::BahdanauAttention(int64_t q, int64_t k, int64_t a) : Attentio
   v = vector_param(*this, "v", a);
 }
 
+void BahdanauAttention::precompute(const Tensor& keys) {
+  memo_keys_ = keys;
+  memo_proj_ = U->forward(keys);
+}
+
 Tensor BahdanauAttention::score(const Tensor& query, const Tensor& keys) {
-  Tensor e = tanh(U->forward(keys) + W->forward(query).unsqueeze(1));  // [B, S, A]
-  return matmul(e, v);                                                 // v^T tanh(W s + U h)
+  Tensor uh = memo(keys);
+  if (!uh.defined()) uh = U->forward(keys);              // U h [B, S, A]
+  Tensor e = tanh(uh + W->forward(query).unsqueeze(1));  // [B, S, A]
+  return matmul(e, v);                                   // v^T tanh(W s + U h)
 }
 
 AttentionOutput BahdanauAttention::attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t) {
@@ -122,10 +129,16 @@ ConcatAttention::ConcatAttention(int64_t q, int64_t k, int64_t a) : Attention(q,
   v = vector_param(*this, "v", a);
 }
 
+void ConcatAttention::precompute(const Tensor& keys) {
+  memo_keys_ = keys;
+  memo_proj_ = linear(keys, W->weight.narrow(1, query_dim, key_dim));
+}
+
 Tensor ConcatAttention::score(const Tensor& query, const Tensor& keys) {
-  const int64_t B = keys.size(0), S = keys.size(1);
-  Tensor sq = query.unsqueeze(1).expand({B, S, query_dim});
-  return matmul(tanh(W->forward(cat({sq, keys}, 2))), v);  // v^T tanh(W [s; h])
+  Tensor wh = memo(keys);
+  if (!wh.defined()) wh = linear(keys, W->weight.narrow(1, query_dim, key_dim));  // W_h h [B, S, A]
+  Tensor ws = linear(query, W->weight.narrow(1, 0, query_dim));                   // W_s s [B, A]
+  return matmul(tanh(wh + ws.unsqueeze(1)), v);  // v^T tanh(W [s; h]) = v^T tanh(W_s s + W_h h)
 }
 
 AttentionOutput ConcatAttention::attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t) {

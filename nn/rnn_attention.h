@@ -50,6 +50,12 @@ class Attention : public Module {
   virtual Tensor score(const Tensor& query, const Tensor& keys) = 0;
   virtual std::string kind() const = 0;
   std::string repr() const override;
+  // Optional speed-up: computes the key-side projection once (bahdanau/hard: U h, concat:
+  // W_h h) for all following attend() calls with the SAME keys tensor (same handle), e.g. every
+  // decoder step of one batch; attend() with other keys ignores it. Call it again after the
+  // parameters change (the memo is a graph node of the current parameters).
+  virtual void precompute(const Tensor& keys) { (void)keys; }
+  void clear_precomputed() { memo_keys_ = Tensor(), memo_proj_ = Tensor(); }
 
   const int64_t query_dim, key_dim, attn_dim;
 
@@ -57,6 +63,9 @@ class Attention : public Module {
   Attention(int64_t query_dim, int64_t key_dim, int64_t attn_dim);
   // Checks shapes/dtypes and returns the mask (all true if undefined), bool [B, S].
   Tensor check_inputs(const Tensor& query, const Tensor& keys, const Tensor& mask) const;
+  // The memo from precompute() if it was made for these keys, else an undefined tensor.
+  Tensor memo(const Tensor& keys) const { return memo_keys_.defined() && memo_keys_.same(keys) ? memo_proj_ : Tensor(); }
+  Tensor memo_keys_, memo_proj_;
 };
 
 // softmax over dim 1 of scores [B, S] restricted to mask (bool [B, S]): exactly 0 where masked.
@@ -69,6 +78,7 @@ class BahdanauAttention : public Attention {
   BahdanauAttention(int64_t query_dim, int64_t key_dim, int64_t attn_dim);
   AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t t) override;
   Tensor score(const Tensor& query, const Tensor& keys) override;
+  void precompute(const Tensor& keys) override;
   std::string kind() const override { return "bahdanau"; }
   std::shared_ptr<Linear> W, U;  // W: Cq -> A (no bias), U: Ck -> A
   Tensor v;                      // [A]
@@ -90,8 +100,10 @@ class ConcatAttention : public Attention {
   ConcatAttention(int64_t query_dim, int64_t key_dim, int64_t attn_dim);
   AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t t) override;
   Tensor score(const Tensor& query, const Tensor& keys) override;
+  void precompute(const Tensor& keys) override;
   std::string kind() const override { return "concat"; }
-  std::shared_ptr<Linear> W;  // Cq + Ck -> A (no bias)
+  // Cq + Ck -> A (no bias); computed as W[:, :Cq] s + W[:, Cq:] h (the same product)
+  std::shared_ptr<Linear> W;
   Tensor v;                   // [A]
 };
 

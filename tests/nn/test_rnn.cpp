@@ -13,6 +13,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
+#include "autograd/fuse_multi.h"
 #include "autograd/op_table.h"
 #include "autograd/ops_rnn.h"
 #include "nn/rnn.h"
@@ -152,6 +153,31 @@ TEST_CASE("rnn ops in the op table: gradcheck and gradgradcheck of their cases")
       CHECK_MESSAGE(r2.ok, r2.message);
     }
   }
+}
+
+TEST_CASE("fuse_multi: chained outputs, column blocks, and the ct::Tape backward sweep") {
+  // y0 = sin(x0) x1 (kept in registers), y1 = exp(y0) + x0: column blocks of one [3, 2*5] input
+  ct::Var<0> a;
+  ct::Var<1> b;
+  ct::Var<2> y0;
+  auto es = std::make_tuple(sin(a) * b, exp(y0) + a);
+  const int64_t R = 3, C = 5;  // C = 5: a SIMD group and a scalar tail for doubles
+  Tensor x = randn64({R, 2 * C}, 90, false), dy = randn64({R, C}, 91, false);
+  Tensor out = empty({R, C}, DType::f64), gx = empty({R, 2 * C}, DType::f64);
+  const double* xp = x.data<double>();
+  double* gp = gx.data<double>();
+  using fuse_multi::Block;
+  using fuse_multi::CBlock;
+  fuse_multi::forward<double, 2, 2>(es, {CBlock<double>{xp, 2 * C}, CBlock<double>{xp + C, 2 * C}},
+                                    {Block<double>{}, Block<double>{out.data<double>(), C}}, R, C);
+  fuse_multi::backward<double, 2, 2>(es, {CBlock<double>{xp, 2 * C}, CBlock<double>{xp + C, 2 * C}},
+                                     {CBlock<double>{}, CBlock<double>{dy.data<double>(), C}},
+                                     {Block<double>{gp, 2 * C}, Block<double>{gp + C, 2 * C}}, R, C);
+  Tensor xl = x.clone().requires_grad_(true);
+  Tensor x0 = xl.narrow(1, 0, C), x1 = xl.narrow(1, C, C);
+  Tensor want = exp(sin(x0) * x1) + x0;
+  CHECK(max_abs_diff(out, want) < 1e-14);
+  CHECK(max_abs_diff(gx, grad({want}, {xl}, {dy})[0]) < 1e-13);
 }
 
 TEST_CASE("rnn fused gate ops: agree with the composite path to 1e-12 in float64 (values and grads)") {
@@ -429,6 +455,34 @@ TEST_CASE("attention: gradcheck of every kind over query, keys and parameters (h
       },
       with_params({d.q, d.k}, *hard));
   CHECK_MESSAGE(r.ok, r.message);
+}
+
+TEST_CASE("attention: precompute() gives the same values and gradients, and only for the same keys") {
+  AttnData d;
+  for (const std::string& name : attention_names()) {
+    INFO(name);
+    auto a = make64(name, name == "dot" ? 4 : 5);
+    a->eval();  // hard: expectation (deterministic)
+    Tensor q = name == "dot" ? randn64({3, 4}, 54) : d.q;
+    auto run = [&] {
+      AttentionOutput o = a->attend(q, d.k, d.mask, 1);
+      Tensor y = sum(o.context * o.context) + sum(o.weights * o.weights);
+      std::vector<Tensor> wrt{q, d.k};
+      for (const Tensor& p : a->parameters()) wrt.push_back(p);
+      auto g = grad({y}, wrt);
+      return cat({o.context.flatten(), g[0].flatten(), g[1].flatten(), g.back().flatten()}, 0);
+    };
+    Tensor plain = run();
+    a->precompute(d.k);
+    Tensor memo = run();
+    CHECK(max_abs_diff(plain, memo) < 1e-12);
+    // other keys (a fresh handle with other values) do not use the memo
+    Tensor k2 = randn64({3, 6, 4}, 55);
+    AttentionOutput o2 = a->attend(q, k2, d.mask, 1);
+    a->clear_precomputed();
+    AttentionOutput o3 = a->attend(q, k2, d.mask, 1);
+    CHECK(max_abs_diff(o2.context, o3.context) < 1e-12);
+  }
 }
 
 TEST_CASE("attention: local-m and local-p windows and Gaussian") {

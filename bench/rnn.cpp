@@ -1,0 +1,55 @@
+// Recurrent layers, forward + backward (sum of outputs), fused gate nodes vs the composite path
+// (the same math as tape ops): nn::LSTM and nn::GRU, B = 32, T = 20, C = 128, H = 256, float32.
+// JSON lines: name, value (tokens/s = B*T per fwd+bwd), unit, reference (composite), ratio.
+#include <chrono>
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include "autograd/node.h"
+#include "nn/rnn.h"
+
+using namespace graft;
+
+namespace {
+template <class F> double per_second(F&& f, double min_s = 1.0) {
+  f();
+  int64_t n = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  double el = 0;
+  while (el < min_s) {
+    f();
+    ++n;
+    el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return double(n) / el;
+}
+
+template <class M> void run(const char* name, M& m, const Tensor& x) {
+  auto step = [&] {
+    Tensor y = m.forward(x).output;
+    auto g = grad({sum(y)}, m.parameters());
+    (void)g;
+  };
+  m.use_fused = true;
+  double fused = per_second(step);
+  m.use_fused = false;
+  double comp = per_second(step);
+  const double tokens = double(x.size(0) * x.size(1));
+  fmt::print("{{\"name\": \"{}\", \"value\": {:.0f}, \"unit\": \"tokens/s (fwd+bwd)\", \"reference\": {:.0f}, "
+             "\"reference_source\": \"composite gate math (tape ops)\", \"ratio\": {:.2f}, \"B\": {}, \"T\": {}, "
+             "\"C\": {}, \"H\": {}, \"threads\": {}}}\n",
+             name, fused * tokens, comp * tokens, fused / comp, x.size(0), x.size(1), x.size(2),
+             m.hidden_size, omp_get_max_threads());
+}
+}  // namespace
+
+int main() {
+  manual_seed(0);
+  Tensor x = randn({32, 20, 128});
+  nn::LSTM lstm(128, 256);
+  run("rnn_lstm_layer", lstm, x);
+  nn::GRU gru(128, 256);
+  run("rnn_gru_layer", gru, x);
+  return 0;
+}
