@@ -166,14 +166,6 @@ template <class T> constexpr int64_t kW = int64_t(Vec<T>::size);
 constexpr int64_t kRows = 4;     // query rows per tile (register blocking)
 constexpr int64_t kBlock = 128;  // keys per block
 
-// y[0..n) += a * x[0..n)
-template <class T> inline void axpy(T* y, T a, const T* x, int64_t n) {
-  const Vec<T> va(a);
-  int64_t c = 0;
-  for (; c + kW<T> <= n; c += kW<T>)
-    xsimd::fma(va, Vec<T>::load_unaligned(x + c), Vec<T>::load_unaligned(y + c)).store_unaligned(y + c);
-  for (; c < n; ++c) y[c] += a * x[c];
-}
 template <class T> inline T dot(const T* x, const T* y, int64_t n) {
   Vec<T> acc(T(0));
   int64_t c = 0;
@@ -182,6 +174,52 @@ template <class T> inline T dot(const T* x, const T* y, int64_t n) {
   T s = xsimd::hadd(acc);
   for (; c < n; ++c) s += x[c] * y[c];
   return s;
+}
+
+// y_r[0..n) += sum_jj a[r][jj] * x[jj * ldx + (0..n)] for r < kRows, jj < nj: the P V and
+// dS K products of a tile, with the kRows accumulators of one vector of y held in registers.
+template <class T>
+void tile_gemm_rows(T* const* y, const T (*a)[kBlock], const T* x, int64_t ldx, int64_t nj,
+                    int64_t n) {
+  using V = Vec<T>;
+  int64_t c = 0;
+  for (; c + kW<T> <= n; c += kW<T>) {
+    V acc[kRows];
+    for (int64_t r = 0; r < kRows; ++r) acc[r] = V::load_unaligned(y[r] + c);
+    for (int64_t jj = 0; jj < nj; ++jj) {
+      const V xv = V::load_unaligned(x + jj * ldx + c);
+      for (int64_t r = 0; r < kRows; ++r) acc[r] = xsimd::fma(V(a[r][jj]), xv, acc[r]);
+    }
+    for (int64_t r = 0; r < kRows; ++r) acc[r].store_unaligned(y[r] + c);
+  }
+  for (; c < n; ++c)
+    for (int64_t r = 0; r < kRows; ++r) {
+      T t = y[r][c];
+      for (int64_t jj = 0; jj < nj; ++jj) t += a[r][jj] * x[jj * ldx + c];
+      y[r][c] = t;
+    }
+}
+
+// y_jj[0..n) += sum_r a[r][jj] * x_r[0..n) for jj < nj (y_jj = y + jj * ldy): the dK and dV
+// products, one pass over each key row for all kRows query rows.
+template <class T>
+void tile_gemm_keys(T* y, int64_t ldy, const T (*a)[kBlock], const T* const* x, int64_t nj,
+                    int64_t n) {
+  using V = Vec<T>;
+  for (int64_t jj = 0; jj < nj; ++jj) {
+    T* yj = y + jj * ldy;
+    bool any = false;
+    for (int64_t r = 0; r < kRows; ++r) any |= a[r][jj] != T(0);
+    if (!any) continue;  // masked for every row of the tile
+    int64_t c = 0;
+    for (; c + kW<T> <= n; c += kW<T>) {
+      V acc = V::load_unaligned(yj + c);
+      for (int64_t r = 0; r < kRows; ++r) acc = xsimd::fma(V(a[r][jj]), V::load_unaligned(x[r] + c), acc);
+      acc.store_unaligned(yj + c);
+    }
+    for (; c < n; ++c)
+      for (int64_t r = 0; r < kRows; ++r) yj[c] += a[r][jj] * x[r][c];
+  }
 }
 
 // xt[c * Sp + j] = x[j * C + c], zero-padded to Sp (a multiple of the vector width) keys.
@@ -243,7 +281,7 @@ inline int64_t key_end(const AttentionArgs& a, int64_t i0, int64_t nr, int64_t S
 }
 
 template <class T> struct Scratch {
-  std::vector<T> kt, vt, qs;
+  std::vector<T> kt, vt, qs, dq_pad;
 };
 
 template <class T>
@@ -309,13 +347,15 @@ void fast_forward(const TensorView& q, const TensorView& k, const TensorView& v,
             T* ar = acc.data() + r * d.E;
             if (alpha != T(1))
               for (int64_t e = 0; e < d.E; ++e) ar[e] *= alpha;
-            for (int64_t jj = 0; jj < nj; ++jj) {
-              T p = s[r][jj];
-              if (p == T(0)) continue;
-              if (a.dropout_p > 0) p = keep(a, n, i0 + r, j0 + jj, d) ? p * kf : T(0);
-              if (p != T(0)) axpy(ar, p, vn + (j0 + jj) * d.E, d.E);
-            }
+            if (a.dropout_p > 0)  // p' = p keep / (1 - p); l above sums the undropped p
+              for (int64_t jj = 0; jj < nj; ++jj)
+                if (s[r][jj] != T(0)) s[r][jj] = keep(a, n, i0 + r, j0 + jj, d) ? s[r][jj] * kf : T(0);
           }
+          for (int64_t r = 0; r < kRows; ++r)  // rows past the tile or with nothing visible add 0
+            if (r >= nr || m[r] == ninf) std::fill(s[r], s[r] + nj, T(0));
+          T* arows[kRows];
+          for (int64_t r = 0; r < kRows; ++r) arows[r] = acc.data() + r * d.E;
+          tile_gemm_rows(arows, s, vn + j0 * d.E, d.E, nj, d.E);  // acc_r += sum_j p'_rj v_j
         }
         for (int64_t r = 0; r < nr; ++r) {
           T* oi = op + (n * d.T + i0 + r) * d.E;
@@ -354,6 +394,7 @@ void fast_backward(const TensorView& q, const TensorView& k, const TensorView& v
     sc.kt.resize(size_t(d.D * Sp));
     sc.vt.resize(size_t(d.E * Sp));
     sc.qs.resize(size_t(kRows * d.D));
+    sc.dq_pad.resize(size_t(d.D));
     alignas(64) T s[kRows][kBlock];
     alignas(64) T dp[kRows][kBlock];
 #pragma omp for schedule(dynamic, 1)
@@ -368,7 +409,13 @@ void fast_backward(const TensorView& q, const TensorView& k, const TensorView& v
       for (int64_t i0 = 0; i0 < d.T; i0 += kRows) {
         const int64_t nr = std::min(kRows, d.T - i0);
         const T *qrows[kRows], *grows[kRows];
+        T* dqrows[kRows];
         T delta[kRows], li[kRows];
+        for (int64_t r = nr; r < kRows; ++r) {  // padding rows: valid pointers, zero weights
+          qrows[r] = sc.qs.data();
+          grows[r] = gp + (n * d.T + i0) * d.E;
+          dqrows[r] = sc.dq_pad.data();
+        }
         for (int64_t r = 0; r < nr; ++r) {
           const int64_t row = n * d.T + i0 + r;
           const T* qi = qp + row * d.D;
@@ -379,6 +426,7 @@ void fast_backward(const TensorView& q, const TensorView& k, const TensorView& v
           delta[r] = dot(grows[r], op + row * d.E, d.E);  // dO_i . O_i
           li[r] = lp[row];
           std::fill(dqp + row * d.D, dqp + (row + 1) * d.D, T(0));
+          dqrows[r] = dqp + row * d.D;
         }
         const int64_t jend = key_end(a, i0, nr, d.S);
         for (int64_t j0 = 0; j0 < jend; j0 += kBlock) {
@@ -386,24 +434,33 @@ void fast_backward(const TensorView& q, const TensorView& k, const TensorView& v
           const int64_t njv = (nj + kW<T> - 1) / kW<T> * kW<T>;
           tile_scores(qrows, nr, sc.kt.data(), Sp, d, j0, nj, mask, a, b, h, i0, s);
           tile_dots(grows, nr, sc.vt.data(), Sp, d.E, j0, njv, dp);  // dP'_ij = dO_i . v_j
-          for (int64_t r = 0; r < nr; ++r) {
+          for (int64_t r = 0; r < kRows; ++r) {
+            if (r >= nr) {  // rows past the tile contribute nothing
+              std::fill(s[r], s[r] + nj, T(0));
+              std::fill(dp[r], dp[r] + nj, T(0));
+              continue;
+            }
             const V vl(li[r]);  // p = exp(s - lse): 0 for masked keys and dead rows (lse = inf)
             for (int64_t jj = 0; jj < njv; jj += kW<T>)
               xsimd::exp(V::load_aligned(s[r] + jj) - vl).store_aligned(s[r] + jj);
-            T* dqi = dqp + (n * d.T + i0 + r) * d.D;
             for (int64_t jj = 0; jj < nj; ++jj) {
               const T p = s[r][jj];
-              if (p == T(0)) continue;
-              const int64_t j = j0 + jj;
+              if (p == T(0)) {
+                dp[r][jj] = T(0);
+                continue;
+              }
               T f = kf;  // keep_j / (1 - p)
-              if (a.dropout_p > 0 && !keep(a, n, i0 + r, j, d)) f = T(0);
-              const T ds = p * (dp[r][jj] * f - delta[r]);  // dS = P (dP - delta)
-              if (f != T(0)) axpy(dvn + j * d.E, p * f, grows[r], d.E);  // dV_j += p' dO_i
-              axpy(dqi, ds * scale, kn + j * d.D, d.D);   // dQ_i += scale dS k_j
-              axpy(dkn + j * d.D, ds, qrows[r], d.D);     // dK_j += dS (scale q_i)
+              if (a.dropout_p > 0 && !keep(a, n, i0 + r, j0 + jj, d)) f = T(0);
+              dp[r][jj] = p * (dp[r][jj] * f - delta[r]);  // dS = P (dP - delta)
+              s[r][jj] = p * f;                            // P'
             }
           }
+          tile_gemm_keys(dvn + j0 * d.E, d.E, s, grows, nj, d.E);   // dV_j += sum_i p'_ij dO_i
+          tile_gemm_keys(dkn + j0 * d.D, d.D, dp, qrows, nj, d.D);  // dK_j += sum_i dS_ij (s q_i)
+          tile_gemm_rows(dqrows, dp, kn + j0 * d.D, d.D, nj, d.D);  // dQ_i += sum_j dS_ij k_j
         }
+        for (int64_t r = 0; r < nr; ++r)  // dQ = scale dS K
+          for (int64_t c = 0; c < d.D; ++c) dqrows[r][c] *= scale;
       }
     }
   }
