@@ -262,8 +262,21 @@ Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
   GRAFT_CHECK(backend_for(d), "to: no back-end for device {} (graft was built without it or no "
               "such device exists); hint: run `graft devices`", d.str());
-  throw Error(fmt::format("to: copies between {} and {} are not supported yet", device().str(),
-                          d.str()));
+  // A contiguous copy on the source device, then one byte copy across (Storage::copy_bytes).
+  Tensor src = contiguous();
+  Tensor out = Tensor::empty(shape(), TensorOptions(dtype()).device(d));
+  const size_t esz = dtype_size(dtype());
+  Storage::copy_bytes(out.storage()->data(), d,
+                      static_cast<const char*>(src.storage()->data()) + src.offset() * int64_t(esz),
+                      src.device(), size_t(numel()) * esz);
+  if (is_floating(dtype())) {
+    Device from = device();
+    if (auto n = record("to", {*this}, [from](BackwardCtx& c) -> std::vector<Tensor> {
+          return {c.grad().to(from)};  // dx = dy, moved back to x's device
+        }))
+      set_history(out, n);
+  }
+  return out;
 }
 
 // ------------------------------------------------------------------ in-place

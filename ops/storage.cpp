@@ -1,6 +1,7 @@
 #include "ops/storage.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <vector>
 
@@ -70,7 +71,32 @@ struct DeviceAllocator {
   Storage::Deleter del = nullptr;
 };
 DeviceAllocator g_opencl_alloc;
+Storage::Copier g_opencl_copier = nullptr;
+thread_local StorageObserver* t_observer __attribute__((tls_model("initial-exec"))) = nullptr;
 }  // namespace
+
+StorageObserver* set_storage_observer(StorageObserver* o) {
+  StorageObserver* prev = t_observer;
+  t_observer = o;
+  return prev;
+}
+
+void Storage::set_device_copier(Device::Kind kind, Copier copier) {
+  GRAFT_ASSERT(kind == Device::Kind::opencl);
+  g_opencl_copier = copier;
+}
+
+void Storage::copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
+                         size_t n) {
+  if (n == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  GRAFT_CHECK(g_opencl_copier, "copy from {} to {}: graft was built without OpenCL; hint: use "
+              "Device::cpu()", src_device.str(), dst_device.str());
+  g_opencl_copier(dst, dst_device, src, src_device, n);
+}
 
 void Storage::set_device_allocator(Device::Kind kind, void* (*alloc)(size_t, Device), Deleter del) {
   GRAFT_ASSERT(kind == Device::Kind::opencl);
@@ -80,6 +106,7 @@ void Storage::set_device_allocator(Device::Kind kind, void* (*alloc)(size_t, Dev
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device.is_cpu()) {
     data_ = cpu_alloc(nbytes ? nbytes : 1);
+    if (t_observer) t_observer->on_create(*this);
   } else {
     GRAFT_CHECK(g_opencl_alloc.alloc, "cannot allocate on {}: graft was built without OpenCL or "
                 "no OpenCL device is available; hint: use Device::cpu()", device.str());
@@ -88,8 +115,10 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 }
 
 Storage::~Storage() {
-  if (device_.is_cpu())
+  if (device_.is_cpu()) {
+    if (t_observer) t_observer->on_destroy(*this);
     cpu_free(data_, nbytes_ ? nbytes_ : 1);
+  }
   else if (g_opencl_alloc.del)
     g_opencl_alloc.del(data_, device_);
 }

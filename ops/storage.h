@@ -27,6 +27,12 @@ class Storage {
   // Hook for device back-ends (OpenCL): free function for non-CPU memory.
   using Deleter = void (*)(void* data, Device device);
   static void set_device_allocator(Device::Kind kind, void* (*alloc)(size_t, Device), Deleter del);
+  // Copies n bytes between any two devices (dst/src are data() pointers plus byte offsets).
+  using Copier = void (*)(void* dst, Device dst_device, const void* src, Device src_device,
+                          size_t n);
+  static void set_device_copier(Device::Kind kind, Copier copier);
+  static void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
+                         size_t n);
 
  private:
   void* data_ = nullptr;
@@ -36,5 +42,16 @@ class Storage {
 };
 
 using StoragePtr = std::shared_ptr<Storage>;
+
+// Told about every CPU storage created or destroyed on this thread while installed (per thread;
+// graft::compile uses it to tell buffers made during a trace from older ones, and benchmarks to
+// measure live bytes). Callbacks must not throw.
+struct StorageObserver {
+  virtual void on_create(const Storage& s) = 0;
+  virtual void on_destroy(const Storage& s) = 0;
+  virtual ~StorageObserver() = default;
+};
+// Installs `o` (nullptr: none) for this thread; returns the previous one.
+StorageObserver* set_storage_observer(StorageObserver* o);
 
 }  // namespace graft

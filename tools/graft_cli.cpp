@@ -36,7 +36,15 @@
 #include "nn/scheduler.h"
 #include "nn/trainer.h"
 #include "ops/kernels.h"
+#include "ops/opencl/opencl.h"
 #include "tools/plot.h"
+
+namespace graft::tools {
+// tools/cmd_compile.cpp: the training loop of `graft train mlp --compile`.
+int train_mlp_compiled(nn::Module& model, optim::Optimizer& opt, optim::LRScheduler* sched,
+                       const data::Spirals& ds, int64_t batch, Generator& batch_gen,
+                       int64_t steps, int64_t print_every);
+}  // namespace graft::tools
 
 namespace {
 
@@ -108,12 +116,16 @@ int cmd_devices() {
   const graft::Backend& cpu = graft::cpu_backend();
   fmt::print("cpu        available    kernels: {}, SIMD: {}, OpenMP threads: {}\n", cpu.name,
              xsimd::default_arch::name(), omp_get_max_threads());
-  if (const graft::Backend* ocl = opencl_backend())
-    fmt::print("opencl:0   available    kernels: {}\n", ocl->name);
-  else
-    fmt::print("opencl:0   unavailable  {}\n",
-               GRAFT_HAVE_OPENCL ? "no OpenCL back-end is registered yet"
-                                 : "this build has no OpenCL support (meson -Dopencl=enabled)");
+  const auto cl_devices = graft::opencl::devices();
+  if (!graft::opencl::built() || !opencl_backend())
+    fmt::print("opencl     unavailable  this build has no OpenCL support (meson -Dopencl=enabled)\n");
+  else if (cl_devices.empty())
+    fmt::print("opencl     unavailable  no OpenCL platform/device found (install an ICD, e.g. "
+               "pocl-opencl-icd)\n");
+  for (const auto& d : cl_devices)
+    fmt::print("opencl:{:<3} available    {} / {} ({}), {} compute units, {} MiB, fp64 {}, {}\n",
+               d.index, d.platform, d.name, d.type, d.compute_units, d.global_mem >> 20,
+               d.fp64 ? "yes" : "no", d.version);
   return 0;
 }
 
@@ -146,6 +158,7 @@ struct MlpArgs {
   int64_t eval_every = 100;
   int64_t checkpoint_every = 500;
   std::string config;
+  bool compile = false;  // trace the step with graft::compile (tools/cmd_compile.cpp)
 };
 
 // The run's configuration as saved with it: every option that shapes the training (not where
@@ -276,6 +289,14 @@ int cmd_train_mlp(const MlpArgs& a) {
              a.steps, a.seed, a.run_dir.empty() ? "" : ", run directory " + a.run_dir);
   std::fflush(stdout);
 
+  if (a.compile) {
+    GRAFT_CHECK(a.grad_accumulation == 1 && a.clip_grad_norm == 0 && a.patience == 0 && !a.resume,
+                "train mlp --compile: the traced loop has no --grad-accumulation, "
+                "--clip-grad-norm, --patience or --resume (use the Trainer without --compile)");
+    return tools::train_mlp_compiled(*model, opt, sched.get(), ds, micro, batch_gen, a.steps,
+                                     a.eval_every);
+  }
+
   nn::TrainerOptions to;
   to.max_steps = a.steps;
   to.eval_every = a.eval_every;
@@ -382,6 +403,7 @@ int main(int argc, char** argv) {
     mlp->add_option("--warmup", a.warmup, "Linear warmup steps of the cosine schedule")->capture_default_str()->check(every);
     mlp->add_option("--clip-grad-norm", a.clip_grad_norm, "Clip the gradients' total L2 norm to this (0 = off)")->capture_default_str()->check(finite_in(0.0, 1e12));
     mlp->add_option("--grad-accumulation", a.grad_accumulation, "Micro-batches per step (--batch must be a multiple)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1000000)));
+    mlp->add_flag("--compile", a.compile, "Trace the step (forward, loss, backward) once with graft::compile and replay it; no run directory, checkpoints or evaluations");
     mlp->add_option("--patience", a.patience, "Early stopping: evaluations without a lower eval loss (0 = off)")->capture_default_str()->check(every);
   }
 

@@ -1,0 +1,47 @@
+// Public face of the OpenCL back-end (no OpenCL headers needed): device listing, buffer-pool
+// statistics, and the opt-in CPU fallback. Kernels are reached through backend_for(device).
+// In a build without OpenCL these functions exist too and report no devices.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace graft::opencl {
+
+struct DeviceInfo {
+  int index = 0;              // the N of Device::opencl(N)
+  std::string platform;       // platform name
+  std::string name;           // device name
+  std::string version;        // e.g. "OpenCL 3.0 PoCL ..."
+  std::string driver;         // driver version
+  std::string type;           // "gpu", "cpu", "accelerator"
+  uint32_t compute_units = 0;
+  uint64_t global_mem = 0;    // bytes
+  uint64_t local_mem = 0;     // bytes
+  uint64_t max_work_group = 0;
+  bool fp64 = false;
+};
+
+// Whether this build has the OpenCL back-end compiled in.
+bool built();
+// Every device of every platform, numbered in order (empty without OpenCL or an ICD).
+std::vector<DeviceInfo> devices();
+
+// Buffer pool of one device: hits are allocations served from cached buffers, misses called
+// clCreateBuffer. Bytes are the pooled capacities (powers of two).
+struct PoolStats {
+  uint64_t hits = 0, misses = 0, live_bytes = 0, cached_bytes = 0, live_buffers = 0;
+  double hit_rate() const { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
+};
+PoolStats pool_stats(int device);
+void reset_pool_stats(int device);
+// Returns every cached (free) buffer of the device to the driver.
+void empty_cache(int device);
+// Blocks until every queued command on the device has finished.
+void synchronize(int device);
+
+// Which matmul kernel runs (automatic: tiled for all but tiny products); for benchmarks.
+enum class MatmulKernel { automatic, naive, tiled };
+void set_matmul_kernel(MatmulKernel k);
+
+}  // namespace graft::opencl
