@@ -195,6 +195,12 @@ bool use_reference_kernels();
 // (autograd/compile.cpp) installs a recording table for the duration of a trace.
 void set_cpu_backend_override(const Backend* b);
 const Backend* cpu_backend_override();
+namespace cpu {
+// While off (per thread), f32 matmul/linear use graft's own kernel instead of oneDNN, whose
+// execute allocates on the heap on every call (graft::compile replays with it off).
+void set_use_onednn(bool on);
+bool use_onednn();
+}  // namespace cpu
 // Registers a back-end (used by ops/opencl at start-up).
 void register_backend(Device::Kind kind, const Backend* backend);
 

@@ -47,8 +47,17 @@ struct Generator {
   uint64_t advance(uint64_t n) {
     uint64_t o = offset;
     offset += n;
+    last_advanced_ = this;
     return o;
   }
+  // The generator that last advanced on this thread: graft::compile ties a traced random kernel
+  // to it, so that each replay draws a fresh offset.
+  static Generator* last_advanced() { return last_advanced_; }
+
+ private:
+  static inline thread_local Generator* last_advanced_ = nullptr;
+
+ public:
 };
 
 // The process-wide default generator (seeded by graft::manual_seed).

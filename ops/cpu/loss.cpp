@@ -104,12 +104,19 @@ template <class T>
 void ce_forward(const T* x, int64_t xs, const int64_t* tgt, int64_t ts, T* loss, int64_t loss_s,
                 T* lp, int64_t lps, int64_t N, int64_t V, int64_t ignore_index, double ls) {
   const T keep = T(1 - ls), spread = T(ls / double(V));
-#pragma omp parallel for schedule(static) if (N * V >= kParallelGrain)
-  for (int64_t n = 0; n < N; ++n) {
+  auto row = [&](int64_t n) {
     T* lrow = lp + n * lps;
     const T sum = log_softmax_row(x + n * xs, lrow, V);
     const int64_t t = tgt[n * ts];
     loss[n * loss_s] = t == ignore_index ? T(0) : -keep * lrow[t] - spread * sum;
+  };
+  // Small problems skip OpenMP entirely: an `if (false)` region still makes (and allocates) a
+  // team of one on every call.
+  if (N * V >= kParallelGrain) {
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) row(n);
+  } else {
+    for (int64_t n = 0; n < N; ++n) row(n);
   }
 }
 
@@ -121,14 +128,13 @@ void ce_backward(const T* lp, int64_t lps, const int64_t* tgt, int64_t ts, const
   using B = xsimd::batch<T>;
   constexpr int64_t W = B::size;
   const int64_t Vw = V / W * W;
-#pragma omp parallel for schedule(static) if (N * V >= kParallelGrain)
-  for (int64_t n = 0; n < N; ++n) {
+  auto row = [&](int64_t n) {
     const T* l = lp + n * lps;
     T* d = dx + n * dxs;
     const int64_t t = tgt[n * ts];
     if (t == ignore_index) {
       std::fill(d, d + V, T(0));
-      continue;
+      return;
     }
     // dx = g * softmax - g * ls/V everywhere, then - g * (1 - ls) at the target.
     const T g = dloss[n * ds], c = g * T(ls / double(V));
@@ -136,6 +142,12 @@ void ce_backward(const T* lp, int64_t lps, const int64_t* tgt, int64_t ts, const
       (B(g) * xsimd::exp(B::load_unaligned(l + j)) - B(c)).store_unaligned(d + j);
     for (int64_t j = Vw; j < V; ++j) d[j] = g * std::exp(l[j]) - c;
     d[t] -= g * T(1 - ls);
+  };
+  if (N * V >= kParallelGrain) {  // (see ce_forward)
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) row(n);
+  } else {
+    for (int64_t n = 0; n < N; ++n) row(n);
   }
 }
 

@@ -437,6 +437,8 @@ bool dnnl_matmul(const Problem& p, const float* a, const float* b, const TensorV
   return true;
 }
 
+thread_local bool t_onednn __attribute__((tls_model("initial-exec"))) = true;
+
 // Shared driver: out = a @ b (+ bias over the last dim).
 void matmul_impl(const TensorView& a, const TensorView& b, const TensorView* bias,
                  const TensorView& out) {
@@ -444,7 +446,7 @@ void matmul_impl(const TensorView& a, const TensorView& b, const TensorView* bia
   if (out.numel() == 0) return;
   const Problem p = describe(a, b, out);
   // f64, tiny products, K == 0 (out = bias) and strided biases take the own kernel.
-  const bool dnnl_ok = out.dtype == DType::f32 && p.K > 0 &&
+  const bool dnnl_ok = use_onednn() && out.dtype == DType::f32 && p.K > 0 &&
                        p.batches() * p.M * p.N * p.K >= kTinyMacs &&
                        (!bias || bias->strides[bias->rank() - 1] == 1);
   if (dnnl_ok && dnnl_matmul(p, a.ptr<float>(), b.ptr<float>(), bias, out.ptr<float>())) return;
@@ -464,6 +466,9 @@ TensorView transposed(const TensorView& w) {
 }
 
 }  // namespace
+
+void set_use_onednn(bool on) { t_onednn = on; }
+bool use_onednn() { return t_onednn; }
 
 void matmul(const TensorView& a, const TensorView& b, const TensorView& out) {
   matmul_impl(a, b, nullptr, out);

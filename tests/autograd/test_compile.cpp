@@ -1,0 +1,400 @@
+// graft::compile (traced step graphs): replays equal eager execution (bit-identical: the same
+// kernels run in the same order), replay performs no heap allocation (malloc is counted),
+// new shapes trace new plans, the passes (dead code, fusion, in-place, arena) do what they
+// claim, data-dependent host code and bad inputs raise graft::Error, dropout re-draws per replay.
+#include <doctest/doctest.h>
+
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/compile.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "nn/layers.h"
+#include "ops/random.h"
+
+// ---------------------------------------------------------------- a counting malloc
+// The binary's malloc family counts calls while `g_counting` is set and forwards to glibc.
+// (Not under AddressSanitizer, which owns malloc; the zero-allocation test is skipped there.)
+#if defined(__SANITIZE_ADDRESS__)
+#define GRAFT_COUNT_ALLOCS 0
+#else
+#define GRAFT_COUNT_ALLOCS 1
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<long> g_allocs{0};
+void* g_where[64][12];
+inline void count() {
+  if (!g_counting.load(std::memory_order_relaxed)) return;
+  long n = g_allocs.fetch_add(1, std::memory_order_relaxed);
+  if (n < 64 && std::getenv("GRAFT_DEBUG_ALLOCS")) backtrace(g_where[n], 12);
+}
+}  // namespace
+extern "C" {
+void* __libc_malloc(size_t);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+void* malloc(size_t n) {
+  count();
+  return __libc_malloc(n);
+}
+void* calloc(size_t n, size_t m) {
+  count();
+  return __libc_calloc(n, m);
+}
+void* realloc(void* p, size_t n) {
+  count();
+  return __libc_realloc(p, n);
+}
+void* memalign(size_t a, size_t n) {
+  count();
+  return __libc_memalign(a, n);
+}
+void* aligned_alloc(size_t a, size_t n) {
+  count();
+  return __libc_memalign(a, n);
+}
+int posix_memalign(void** p, size_t a, size_t n) {
+  count();
+  *p = __libc_memalign(a, n);
+  return *p ? 0 : 12;  // ENOMEM
+}
+}
+#endif
+
+using namespace graft;
+
+namespace {
+
+std::shared_ptr<nn::Sequential> mlp(uint64_t seed, int64_t in, int64_t hidden, int64_t out) {
+  manual_seed(seed);
+  return std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Linear>(in, hidden), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(hidden, hidden), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(hidden, out));
+}
+
+// One training step: grads zeroed in place (when they exist), forward, cross-entropy, backward.
+StepFunction train_step(nn::Module& model) {
+  return [&model](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    {
+      NoGradGuard ng;
+      for (Tensor& p : model.parameters())
+        if (p.grad().defined()) p.grad().zero_();
+    }
+    Tensor loss = cross_entropy(model.forward(in[0]), in[1]);
+    loss.backward();
+    return {loss};
+  };
+}
+
+struct Batch {
+  Tensor x, y;
+};
+Batch batch(uint64_t seed, int64_t B, int64_t in, int64_t classes) {
+  Generator g(seed);
+  return {randn({B, in}, {}, &g), randint(0, classes, {B}, &g)};
+}
+
+std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
+
+// Runs one eager backward so that every parameter has a .grad (plans then see a fixed state).
+void make_grads(nn::Module& m, int64_t in, int64_t classes) {
+  Batch b = batch(999, 4, in, classes);
+  cross_entropy(m.forward(b.x), b.y).backward();
+}
+
+}  // namespace
+
+TEST_CASE("compile: MLP training step equals eager, bit for bit, over several replays") {
+  auto eager = mlp(1, 8, 32, 5), traced = mlp(1, 8, 32, 5);
+  StepFunction step_eager = train_step(*eager);
+  CompiledFunction step = compile(train_step(*traced), traced->parameters());
+  auto pe = eager->parameters(), pt = traced->parameters();
+  for (int it = 0; it < 5; ++it) {
+    Batch b = batch(100 + it, 32, 8, 5);  // new values every call, same shapes
+    const Tensor le = step_eager({b.x, b.y})[0];
+    const Tensor lt = step({b.x, b.y})[0];
+    INFO("call " << it);
+    CHECK(values(lt) == values(le));
+    for (size_t i = 0; i < pe.size(); ++i) {
+      REQUIRE(pt[i].grad().defined());
+      CHECK(values(pt[i].grad()) == values(pe[i].grad()));
+    }
+    // an optimiser-like update outside the traced step, identical on both models
+    NoGradGuard ng;
+    for (size_t i = 0; i < pe.size(); ++i) {
+      pe[i].add_(pe[i].grad(), -0.1);
+      pt[i].add_(pt[i].grad(), -0.1);
+    }
+  }
+  // Call 1 traced with no .grad yet (the plan creates them); call 2 saw the grads and traced
+  // the steady-state plan; calls 3-5 replayed it.
+  CHECK(step.traces() == 2);
+  CHECK(step.replays() == 3);
+}
+
+TEST_CASE("compile: grads dropped with set_to_none are re-attached by the replay") {
+  auto eager = mlp(2, 6, 16, 3), traced = mlp(2, 6, 16, 3);
+  StepFunction step_eager = train_step(*eager);
+  CompiledFunction step = compile(train_step(*traced), traced->parameters());
+  for (int it = 0; it < 4; ++it) {
+    eager->zero_grad();
+    traced->zero_grad();  // drops every .grad, as nn::Trainer does each step
+    Batch b = batch(200 + it, 16, 6, 3);
+    CHECK(values(step({b.x, b.y})[0]) == values(step_eager({b.x, b.y})[0]));
+    const auto pe = eager->parameters(), pt = traced->parameters();
+    for (size_t i = 0; i < pe.size(); ++i) {
+      REQUIRE(pt[i].grad().defined());
+      CHECK(values(pt[i].grad()) == values(pe[i].grad()));
+    }
+  }
+  CHECK(step.traces() == 1);
+  CHECK(step.replays() == 3);
+}
+
+TEST_CASE("compile: replay performs zero heap allocations") {
+#if GRAFT_COUNT_ALLOCS
+  // Sizes large enough for the oneDNN matmul path and OpenMP-parallel kernels.
+  auto model = mlp(3, 64, 128, 10);
+  make_grads(*model, 64, 10);
+  CompiledFunction step = compile(train_step(*model), model->parameters());
+  Batch b1 = batch(1, 32, 64, 10), b2 = batch(2, 32, 64, 10);
+  step({b1.x, b1.y});  // trace
+  step({b2.x, b2.y});  // replay once (warms per-thread caches)
+  REQUIRE(step.traces() == 1);
+  const std::vector<Tensor> in1{b1.x, b1.y}, in2{b2.x, b2.y};
+  if (std::getenv("GRAFT_DEBUG_ALLOCS")) backtrace(g_where[0], 12);  // loads libgcc first
+  g_allocs = 0;
+  g_counting = true;
+  for (int i = 0; i < 3; ++i) step(i % 2 ? in1 : in2);
+  g_counting = false;
+  CHECK(g_allocs.load() == 0);
+  if (std::getenv("GRAFT_DEBUG_ALLOCS"))
+    for (long i = 0; i < std::min(g_allocs.load(), 64L); ++i) {
+      backtrace_symbols_fd(g_where[i], 12, 2);
+      write(2, "--\n", 3);
+    }
+  CHECK(step.replays() == 4);
+  // the counter does count: an eager step allocates
+  g_allocs = 0;
+  g_counting = true;
+  { train_step(*model)(in1); }
+  g_counting = false;
+  CHECK(g_allocs.load() > 0);
+#else
+  MESSAGE("allocation counting is off under AddressSanitizer");
+#endif
+}
+
+TEST_CASE("compile: a new input shape traces and caches a new plan") {
+  auto model = mlp(4, 5, 8, 3);
+  make_grads(*model, 5, 3);
+  CompiledFunction step = compile(train_step(*model), model->parameters());
+  Batch small = batch(1, 8, 5, 3), big = batch(2, 16, 5, 3);
+  step({small.x, small.y});
+  step({small.x, small.y});
+  CHECK(step.traces() == 1);
+  CHECK(step.plan_for({big.x, big.y}) == nullptr);
+  step({big.x, big.y});
+  CHECK(step.traces() == 2);
+  CHECK(step.num_plans() == 2);
+  step({small.x, small.y});
+  step({big.x, big.y});
+  CHECK(step.traces() == 2);
+  CHECK(step.replays() == 3);
+  CHECK(step.plan_for({big.x, big.y}) != nullptr);
+}
+
+TEST_CASE("compile: dead-code elimination removes an unused branch") {
+  Tensor x = randn({4, 6});
+  auto fn = [](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor unused = exp(in[0]) * 3.0;  // never read, never returned
+    (void)unused;
+    return {sum(tanh(in[0]))};
+  };
+  CompiledFunction on = compile(fn), off = compile(fn, {}, {.dce = false});
+  on({x});
+  off({x});
+  const trace::Graph* g = on.plan_for({x});
+  REQUIRE(g);
+  CHECK(g->stats.dead == 2);  // exp and mul_scalar
+  CHECK(off.plan_for({x})->stats.dead == 0);
+  bool exp_dead = false;
+  for (const trace::Op& op : g->ops)
+    if (op.label == "unary exp") exp_dead = op.dead;
+  CHECK(exp_dead);
+  Tensor y = randn({4, 6});
+  CHECK(values(on({y})[0]) == values(sum(tanh(y))));
+}
+
+TEST_CASE("compile: elementwise fusion forms tile groups and stays exact") {
+  // tiles of 1 KB: 256 floats, so 4096 elements make 16 tiles
+  const std::vector<std::pair<const char*, CompileOptions>> variants = {
+      {"fused, in place", {.tile_bytes = 1024}},
+      {"fused, no in-place", {.in_place = false, .tile_bytes = 1024}},
+      {"not fused", {.fuse = false, .tile_bytes = 1024}}};
+  for (const auto& [what, options] : variants) {
+    INFO(std::string(what));
+    Generator g(5);
+    Tensor p = randn({4096}, TensorOptions().requires_grad(true), &g);
+    Tensor q = p.detach().clone().requires_grad_(true);
+    auto chain = [](const Tensor& w, const Tensor& x) {
+      return sum(sigmoid(tanh(w * x) + 1.0) * x);  // elementwise forward and backward chains
+    };
+    auto fn = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+      Tensor l = chain(p, in[0]);
+      l.backward();
+      return {l};
+    };
+    CompiledFunction step = compile(fn, {p}, options);
+    for (int it = 0; it < 4; ++it) {
+      Tensor x = randn({4096}, {}, &g);
+      if (p.grad().defined()) {
+        NoGradGuard ng;
+        p.grad().zero_();
+        q.grad().zero_();
+      }
+      const Tensor l = step({x})[0];
+      Tensor le = chain(q, x);
+      le.backward();
+      INFO("call " << it);
+      CHECK(values(l) == values(le));
+      CHECK(values(p.grad()) == values(q.grad()));
+    }
+    const trace::Graph* gr = step.plan_for({randn({4096})});
+    REQUIRE(gr);
+    if (options.fuse) {
+      CHECK(gr->stats.fused_groups >= 1);
+      CHECK(gr->stats.fused_ops >= 4);
+      for (const trace::Group& grp : gr->groups) {
+        CHECK(grp.ops.size() >= 2);
+        CHECK(grp.tile == 256);
+      }
+      const std::string dot = gr->to_dot();
+      CHECK(dot.find("cluster_group0") != std::string::npos);
+      CHECK(dot.find("fused group 0") != std::string::npos);
+    } else {
+      CHECK(gr->stats.fused_groups == 0);
+    }
+    CHECK((gr->stats.in_place >= 1) == options.in_place);
+  }
+}
+
+TEST_CASE("compile: the arena is smaller than the intermediates it holds") {
+  auto model = mlp(6, 16, 64, 4);
+  make_grads(*model, 16, 4);
+  Batch b = batch(3, 32, 16, 4);
+  CompiledFunction reuse = compile(train_step(*model), model->parameters());
+  CompiledFunction no_reuse =
+      compile(train_step(*model), model->parameters(), {.in_place = false, .reuse = false});
+  reuse({b.x, b.y});
+  no_reuse({b.x, b.y});
+  const trace::GraphStats& s = reuse.plan_for({b.x, b.y})->stats;
+  const trace::GraphStats& n = no_reuse.plan_for({b.x, b.y})->stats;
+  CHECK(s.intermediate_bytes > 0);
+  CHECK(s.arena_bytes < s.intermediate_bytes);
+  CHECK(n.arena_bytes >= n.intermediate_bytes);  // without reuse every buffer has its own bytes
+  CHECK(s.intermediate_bytes == n.intermediate_bytes);
+  // both plans compute the same step
+  CHECK(values(reuse({b.x, b.y})[0]) == values(no_reuse({b.x, b.y})[0]));
+}
+
+TEST_CASE("compile: data-dependent host reads raise graft::Error") {
+  Tensor x = randn({3, 3});
+  auto branch = compile([](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor s = sum(in[0]);
+    if (s.item<double>() > 0) return {s * 2.0};  // a host decision on a computed value
+    return {s};
+  });
+  CHECK_THROWS_WITH_AS(branch({x}), doctest::Contains("data-dependent"), Error);
+  CHECK(branch.num_plans() == 0);
+  auto read_input = compile([](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    const double v = in[0].to_vector<double>()[0];  // a float input's value, frozen otherwise
+    return {in[0] * v};
+  });
+  CHECK_THROWS_WITH_AS(read_input({x}), doctest::Contains("data-dependent"), Error);
+  // tracing left no hooks behind: eager code works as usual
+  CHECK(sum(x).item<double>() == doctest::Approx(sum(x).item<double>()));
+  CHECK_FALSE(is_tracing());
+}
+
+TEST_CASE("compile: dropout draws a fresh mask per replay, like eager") {
+  Tensor x = ones({64, 32});
+  CompiledFunction drop = compile([](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    return {dropout(in[0], 0.5)};
+  });
+  drop({x});  // trace
+  manual_seed(7);
+  const std::vector<float> r1 = values(drop({x})[0]);
+  const std::vector<float> r2 = values(drop({x})[0]);
+  CHECK(r1 != r2);  // a new mask on every replay
+  manual_seed(7);
+  const std::vector<float> e1 = values(dropout(x, 0.5));
+  const std::vector<float> e2 = values(dropout(x, 0.5));
+  CHECK(r1 == e1);  // the same generator state gives the eager mask
+  CHECK(r2 == e2);
+  CHECK(drop.replays() == 2);
+}
+
+TEST_CASE("compile: cross_entropy re-counts ignored targets on every call") {
+  auto eager = mlp(8, 4, 8, 3), traced = mlp(8, 4, 8, 3);
+  make_grads(*eager, 4, 3);
+  make_grads(*traced, 4, 3);
+  StepFunction se = train_step(*eager);
+  CompiledFunction st = compile(train_step(*traced), traced->parameters());
+  Tensor x = randn({6, 4});
+  const std::vector<std::vector<int64_t>> targets = {
+      {0, 1, 2, 0, 1, 2}, {0, -100, 2, 0, 1, 2}, {1, 1, 0, 2, 2, 0}, {-100, -100, 2, 0, 1, 2}};
+  for (const auto& t : targets) {
+    Tensor y = from_vector(t, {6});
+    CHECK(values(st({x, y})[0]) == values(se({x, y})[0]));
+  }
+  CHECK(st.traces() == 3);  // 0, 1 and 2 ignored targets: three plans
+  CHECK(st.replays() == 1);
+}
+
+TEST_CASE("compile: to_dot shows forward and backward kernels with shapes") {
+  auto model = mlp(9, 4, 8, 3);
+  make_grads(*model, 4, 3);
+  CompiledFunction step = compile(train_step(*model), model->parameters());
+  Batch b = batch(1, 5, 4, 3);
+  step({b.x, b.y});
+  const std::string dot = step.plan_for({b.x, b.y})->to_dot();
+  const std::string hidden = std::string(dtype_name(DType::f32)) + "[5, 8]";  // [B, C] activations
+  for (const std::string& want : {std::string("digraph"), std::string("cluster_forward"),
+                                  std::string("cluster_backward"), std::string("linear"),
+                                  std::string("cross_entropy_backward"),
+                                  std::string("unary_backward tanh"), hidden,
+                                  std::string("input 0"), std::string("output 0")}) {
+    INFO(want);
+    CHECK(dot.find(want) != std::string::npos);
+  }
+  const std::string text = step.plan_for({b.x, b.y})->summary();
+  CHECK(text.find("kernels recorded") != std::string::npos);
+}
+
+TEST_CASE("compile: bad inputs and untraceable functions raise graft::Error") {
+  auto model = mlp(10, 4, 8, 3);
+  make_grads(*model, 4, 3);
+  CompiledFunction step = compile(train_step(*model), model->parameters());
+  Batch b = batch(1, 5, 4, 3);
+  step({b.x, b.y});
+  CHECK_THROWS_WITH_AS(step({b.x}), doctest::Contains("takes 2 inputs"), Error);
+  CHECK_THROWS_WITH_AS(step({b.x.to(DType::f64), b.y}), doctest::Contains("dtype"), Error);
+  CHECK_THROWS_WITH_AS(step({Tensor(), b.y}), doctest::Contains("undefined"), Error);
+  // a parameter not declared as state
+  CompiledFunction undeclared = compile(train_step(*model));
+  CHECK_THROWS_WITH_AS(undeclared({b.x, b.y}), doctest::Contains("neither an input"), Error);
+  // returning an input
+  CompiledFunction ident = compile([](const std::vector<Tensor>& in) { return in; });
+  CHECK_THROWS_WITH_AS(ident({b.x}), doctest::Contains("an input"), Error);
+  CHECK_THROWS_AS(compile(StepFunction()), Error);
+}
