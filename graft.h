@@ -29,3 +29,6 @@
 #include "nn/optim.h"
 #include "nn/safetensors.h"
 #include "nn/scheduler.h"
+#include "nn/rnn.h"            // RNN/LSTM/GRU (issue 5)
+#include "nn/rnn_attention.h"  // Bahdanau, Luong, local, hard attention (issue 5)
+#include "nn/transformer.h"  // also nn/attention.h, autograd/attention.h (issue 6)
