@@ -202,14 +202,22 @@ void matmul_impl(const TensorView& a, const TensorView& b, const TensorView* bia
   const Layout L = make_layout(bs, {&sa, &sb, &so});
   const int64_t nbatch = bs.numel();
   Context& c = ctx_of(out, op);
-  const int mode = g_matmul_kernel.load();
-  const bool tiled = mode == int(opencl::MatmulKernel::tiled) ||
-                     (mode == 0 && c.max_work_group >= 256 && M * N * K >= 32768);
+  using MK = opencl::MatmulKernel;
+  MK mode = MK(g_matmul_kernel.load());
+  const bool vec_ok = b.strides[rb - 1] == 1 || N == 1;
+  if (mode == MK::vec && !vec_ok) mode = MK::tiled;
+  if (mode == MK::automatic) {
+    if (M * N * K < 32768) mode = MK::naive;
+    else if (c.is_cpu_device && vec_ok) mode = MK::vec;
+    else mode = c.max_work_group >= 256 ? MK::tiled : MK::naive;
+  }
+  const bool tiled = mode == MK::tiled;
+  const char* kname = tiled ? "matmul_tiled" : mode == MK::vec ? "matmul_vec" : "matmul_naive";
   const cl_long bias_s = bias ? cl_long(bias->strides[bias->rank() - 1]) : 0;
   TensorView none;
   none.dtype = out.dtype;
   const TensorView& bv = bias ? *bias : none;
-  Launch l(c, out.dtype, tiled ? "matmul_tiled" : "matmul_naive", op);
+  Launch l(c, out.dtype, kname, op);
   l.val(L).val(cl_long(M)).val(cl_long(N)).val(cl_long(K))
       .buf(a).val(cl_long(a.strides[ra - 2])).val(cl_long(a.strides[ra - 1]))
       .buf(b).val(cl_long(b.strides[rb - 2])).val(cl_long(b.strides[rb - 1]))
@@ -220,6 +228,9 @@ void matmul_impl(const TensorView& a, const TensorView& b, const TensorView* bia
                          size_t(nbatch)};
     const size_t lo[3] = {TW, TW, 1};
     l.run(3, g, lo);
+  } else if (mode == MK::vec) {
+    const size_t g[3] = {size_t((M + 7) / 8), size_t((N + 15) / 16), size_t(nbatch)};
+    l.run(3, g, nullptr);
   } else {
     const size_t g[3] = {size_t(N), size_t(M), size_t(nbatch)};
     l.run(3, g, nullptr);

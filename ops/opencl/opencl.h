@@ -40,8 +40,10 @@ void empty_cache(int device);
 // Blocks until every queued command on the device has finished.
 void synchronize(int device);
 
-// Which matmul kernel runs (automatic: tiled for all but tiny products); for benchmarks.
-enum class MatmulKernel { automatic, naive, tiled };
+// Which matmul kernel runs; for benchmarks and tests. automatic: `vec` (register-blocked
+// vectors) on CPU devices when b has unit column stride, else `tiled` (local memory), and
+// `naive` for tiny products.
+enum class MatmulKernel { automatic, naive, tiled, vec };
 void set_matmul_kernel(MatmulKernel k);
 
 }  // namespace graft::opencl

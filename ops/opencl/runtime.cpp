@@ -147,6 +147,7 @@ Context::Context(int i) : index(i) {
   queue = clCreateCommandQueue(ctx, device, 0, &err);
   check(err, "clCreateCommandQueue", "opencl");
   fp64 = has_fp64(device);
+  is_cpu_device = (device_value<cl_device_type>(device, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU) != 0;
   max_work_group = device_value<size_t>(device, CL_DEVICE_MAX_WORK_GROUP_SIZE);
   name = device_string(device, CL_DEVICE_NAME);
 }

@@ -42,6 +42,7 @@ class Context {
   cl_context ctx = nullptr;
   cl_command_queue queue = nullptr;
   bool fp64 = false;
+  bool is_cpu_device = false;  // CL_DEVICE_TYPE_CPU (PoCL): picks CPU-friendly kernels
   size_t max_work_group = 0;
   std::string name;
   std::mutex mu;  // serialises kernel-argument setting and enqueueing

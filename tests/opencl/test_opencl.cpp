@@ -341,7 +341,8 @@ TEST_CASE("opencl: tiled and naive matmul agree with the CPU (odd sizes, batches
     Tensor a = uniform(c.a, -1, 1, DType::f32, &g), b = uniform(c.b, -1, 1, DType::f32, &g);
     if (c.ta) a = a.transpose(-1, -2).contiguous().transpose(-1, -2);  // strided a
     const std::vector<double> want = matmul(a, b).to_vector<double>();
-    for (auto k : {opencl::MatmulKernel::naive, opencl::MatmulKernel::tiled}) {
+    for (auto k : {opencl::MatmulKernel::naive, opencl::MatmulKernel::tiled,
+                   opencl::MatmulKernel::vec}) {
       opencl::set_matmul_kernel(k);
       const std::string d = compare(matmul(a.to(kDev), b.to(kDev)).to_vector<double>(), want, 1e-4);
       CHECK_MESSAGE(d.empty(), "matmul " << c.a.str() << " @ " << c.b.str() << " kernel "

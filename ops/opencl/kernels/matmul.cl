@@ -78,3 +78,49 @@ __kernel __attribute__((reqd_work_group_size(TW, TW, 1))) void matmul_tiled(
     }
   }
 }
+
+// Register-blocked for CPU devices (PoCL): each item computes VR rows x 16 columns of out as
+// VR vector accumulators (float16 / double16: one AVX-512 register each), streaming a[i, k]
+// scalars against b's row vector b[k, j:j+16]; the CPU caches play the part of local memory.
+// Needs unit column stride in b (bn == 1); the host picks matmul_tiled otherwise.
+#define GRAFT_CAT_(a, b) a##b
+#define GRAFT_CAT(a, b) GRAFT_CAT_(a, b)
+#define VT GRAFT_CAT(T, 16)
+#define VR 8
+__kernel void matmul_vec(Layout B, long M, long N, long K, __global const T* a, long a0, long am,
+                         long ak, __global const T* b, long b0, long bk, long bn,
+                         __global T* c, long c0, __global const T* bias, long bias0,
+                         long bias_s, int has_bias) {
+  // dim 0 runs over row blocks: neighbouring items share b's column panel in the cache
+  const long i0 = get_global_id(0) * VR, j0 = get_global_id(1) * 16;
+  if (i0 >= M || j0 >= N) return;
+  long o[4];
+  offs(&B, get_global_id(2), o);
+  const __global T* ap = a + a0 + o[0];
+  const __global T* bp = b + b0 + o[1] + j0;
+  const bool full = j0 + 16 <= N;
+  long rows[VR];
+  for (int r = 0; r < VR; ++r) rows[r] = min(i0 + r, M - 1) * am;  // clamped: no reads past M
+  VT acc[VR];
+  for (int r = 0; r < VR; ++r) acc[r] = (VT)(0);
+  for (long k = 0; k < K; ++k) {
+    VT bv;
+    if (full) {
+      bv = vload16(0, bp + k * bk);
+    } else {
+      T tmp[16];
+      for (int q = 0; q < 16; ++q) tmp[q] = j0 + q < N ? bp[k * bk + q] : (T)0;
+      bv = vload16(0, tmp);
+    }
+    const long kk = k * ak;
+    for (int r = 0; r < VR; ++r) acc[r] += ap[rows[r] + kk] * bv;
+  }
+  for (int r = 0; r < VR; ++r) {
+    const long i = i0 + r;
+    if (i >= M) break;
+    T out[16];
+    vstore16(acc[r], 0, out);
+    for (int q = 0; q < 16 && j0 + q < N; ++q)
+      c[c0 + o[2] + i * N + j0 + q] = out[q] + (has_bias ? bias[bias0 + (j0 + q) * bias_s] : (T)0);
+  }
+}
