@@ -33,6 +33,24 @@ std::string collapse(const std::string& s) {
   return out;
 }
 
+// Drops <...> markup that plain output keeps, e.g. Strong's numbers "<G5547>".
+std::string strip_markup(const std::string& s) {
+  std::string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    if (s[i] == '<') {
+      const size_t close = s.find('>', i);
+      if (close != std::string::npos && close - i <= 16) {
+        i = close + 1;
+        out += ' ';
+        continue;
+      }
+    }
+    out += s[i++];
+  }
+  return out;
+}
+
 // Runs a shell command and returns its standard output (and exit status).
 std::string run(const std::string& cmd, int& status) {
   std::string out;
@@ -72,15 +90,21 @@ bool parse_verse_line(const std::string& line, std::string& key, std::string& te
 std::vector<std::pair<std::string, std::string>> parse_diatheke(const std::string& text) {
   std::vector<std::pair<std::string, std::string>> out;
   std::istringstream in(text);
-  std::string line, key, body;
-  while (std::getline(in, line)) {
+  std::string raw, key, body;
+  bool open = false;  // lines continue the last verse until a blank line
+  while (std::getline(in, raw)) {
+    const size_t first = raw.find_first_not_of(" \t\r");
+    const std::string line = first == std::string::npos ? "" : raw.substr(first);
     if (parse_verse_line(line, key, body)) {
       out.emplace_back(key, body);
-    } else if (!out.empty() && !(line.size() > 2 && line.front() == '(' && line.back() == ')')) {
-      out.back().second += " " + line;  // a continuation (not the "(module)" trailer)
+      open = true;
+    } else if (line.empty()) {
+      open = false;  // what follows a blank line (psalm titles, a glossary) is not verse text
+    } else if (open && !out.empty()) {
+      out.back().second += " " + line;  // poetry: one verse over several lines
     }
   }
-  for (auto& [k, t] : out) t = collapse(t);
+  for (auto& [k, t] : out) t = collapse(strip_markup(t));
   return out;
 }
 

@@ -34,8 +34,10 @@ struct BibleInfo {
 // graft::Error when that fails or the modules yield no verses.
 BibleInfo prepare_bible_en_es(const std::string& data_dir);
 
-// Parses diatheke's plain output ("Book C:V: text" lines; other lines continue the verse).
-// Returns (key "Book C:V", text) pairs in order, text with whitespace collapsed.
+// Parses diatheke's plain output: a line "Book C:V: text" (leading spaces allowed) starts a
+// verse, the lines after it continue it until a blank line (what follows a blank line, e.g.
+// psalm titles or the module's glossary, is dropped). <...> markup (Strong's numbers) is
+// removed. Returns (key "Book C:V", text) pairs in order, whitespace collapsed.
 std::vector<std::pair<std::string, std::string>> parse_diatheke(const std::string& text);
 
 }  // namespace graft::data

@@ -49,7 +49,7 @@ namespace fs = std::filesystem;
 
 struct Seq2SeqArgs {
   std::string task = "date";
-  std::string data_dir = "data";
+  std::string data_dir = "datasets";
   std::string tsv_train, tsv_test;  // --task tsv
   int64_t train_size = 20000, valid_size = 500, test_size = 1000;
   int64_t min_len = 3, max_len = 10, test_min_len = 0, test_max_len = 0, symbols = 10;
@@ -271,16 +271,18 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   const auto te0 = std::chrono::steady_clock::now();
   EvalResult r = evaluate(model, *tgt_tok, tx, ty, c.test, dopt, bin);
   const double eval_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - te0).count();
-  fmt::print("\nheld-out test ({} examples{}, {}): exact match {:.2f}%, token accuracy {:.2f}%, BLEU {:.2f}\n",
-             r.acc.count, c.word ? "" : fmt::format(", source lengths {}..{}", a.test_min_len ? a.test_min_len : a.min_len,
-                                                  a.test_max_len ? a.test_max_len : 2 * a.max_len),
-             dopt.beam == 1 ? "greedy" : fmt::format("beam {}", dopt.beam), 100 * r.acc.exact, 100 * r.acc.token, r.bleu);
+  const bool seq_task = !c.word && a.task != "date";
+  fmt::print("\nheld-out test ({} examples{}, {}): exact match {:.2f}%, token accuracy {:.2f}%{}\n",
+             r.acc.count, seq_task ? fmt::format(", source lengths {}..{}", a.test_min_len ? a.test_min_len : a.min_len,
+                                                a.test_max_len ? a.test_max_len : 2 * a.max_len) : "",
+             dopt.beam == 1 ? "greedy" : fmt::format("beam {}", dopt.beam), 100 * r.acc.exact, 100 * r.acc.token,
+             c.word ? fmt::format(", BLEU {:.2f}", r.bleu) : "");
   nlohmann::ordered_json res;
   res["task"] = a.task;
   res["cell"] = a.cell;
   res["attention"] = a.attention;
   res["steps"] = tr.step;
-  res["stop_reason"] = nn::stop_reason_name(tr.reason);
+  res["stop_reason"] = reached_step >= 0 ? "target reached" : nn::stop_reason_name(tr.reason);
   res["train_wall_s"] = train_secs;
   res["reached_target_step"] = reached_step;
   res["reached_target_wall_s"] = reached_time;
@@ -307,8 +309,9 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
     f << res.dump(1) << "\n";
   }
   fmt::print("{} steps in {:.1f} s ({}); run directory {} (model.safetensors, results.json); try: graft translate --run-dir {} TEXT\n",
-             tr.step, train_secs, nn::stop_reason_name(tr.reason), run_dir, run_dir);
-  return tr.reason == nn::StopReason::interrupted ? 130 : 0;
+             tr.step, train_secs, reached_step >= 0 ? "target reached" : nn::stop_reason_name(tr.reason), run_dir, run_dir);
+  // a stop requested because --target was reached is a success, not an interruption
+  return tr.reason == nn::StopReason::interrupted && reached_step < 0 ? 130 : 0;
 }
 
 // ---------------------------------------------------------------- graft translate
@@ -461,7 +464,7 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   cmds.push_back({tr, [ta] { return cmd_translate(*ta); }});
 
   auto corpus = std::make_shared<std::string>();
-  auto dir = std::make_shared<std::string>("data");
+  auto dir = std::make_shared<std::string>("datasets");
   CLI::App* d = app.add_subcommand("data", "Datasets");
   d->require_subcommand(1);
   CLI::App* prep = d->add_subcommand("prepare", "Download/convert a corpus: bible-en-es (Debian SWORD modules, public domain)");

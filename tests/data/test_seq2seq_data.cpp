@@ -19,6 +19,7 @@
 
 #include "data/batching.h"
 #include "data/bleu.h"
+#include "data/parallel_corpus.h"
 #include "data/seq2seq_tasks.h"
 #include "data/tokenizer.h"
 #include "ops/error.h"
@@ -388,4 +389,43 @@ TEST_CASE("corpus_bleu and tokenize_13a agree with sacreBLEU") {
     INFO(t["line"].get<std::string>());
     CHECK(tokenize_13a(t["line"].get<std::string>()) == t["tokens"].get<std::string>());
   }
+}
+
+// ---------------------------------------------------------------- parallel corpora
+TEST_CASE("parse_diatheke: verse lines, poetry continuation, titles and markup dropped") {
+  const std::string text =
+      "Genesis 1:1: In the beginning\n"
+      "Psalms 2:12: Give sincere homage,\n"
+      "for his wrath will soon be kindled. \n"
+      "\n"
+      "A Psalm by David.\n"
+      "  Psalms 3:1: Yahweh, how <H3068> many!\n"
+      "Song of Solomon 1:1: The song of songs.\n"
+      "\n"
+      "   A glossary that is not a verse.\n"
+      "(engWEB2015eb)\n";
+  const auto v = parse_diatheke(text);
+  REQUIRE(v.size() == 4);
+  CHECK(v[0] == std::pair<std::string, std::string>{"Genesis 1:1", "In the beginning"});
+  CHECK(v[1].second == "Give sincere homage, for his wrath will soon be kindled.");
+  CHECK(v[2] == std::pair<std::string, std::string>{"Psalms 3:1", "Yahweh, how many!"});
+  CHECK(v[3].first == "Song of Solomon 1:1");
+  CHECK(v[3].second == "The song of songs.");
+}
+
+TEST_CASE("read_parallel_tsv: two or three columns, header, bad lines") {
+  const std::string path = temp_path("pairs.tsv");
+  write_file(path, "key\ten\tes\nGen 1:1\tIn the beginning\tEn el principio\n\nhello\thola\n");
+  const auto p = read_parallel_tsv(path);
+  REQUIRE(p.size() == 2);
+  CHECK(p[0].source == "In the beginning");
+  CHECK(p[0].target == "En el principio");
+  CHECK(p[1].target == "hola");
+  CHECK(read_parallel_tsv(path, 1).size() == 1);
+  write_file(path, "no tab here\n");
+  CHECK_THROWS_AS(read_parallel_tsv(path), Error);
+  write_file(path, "a\t\n");
+  CHECK_THROWS_AS(read_parallel_tsv(path), Error);
+  fs::remove(path);
+  CHECK_THROWS_AS(read_parallel_tsv(path), Error);
 }
