@@ -10,7 +10,7 @@
 
 namespace graft::nn {
 
-int64_t gate_count(RnnMode mode) {
+int64_t rnn_gate_count(RnnMode mode) {
   switch (mode) {
     case RnnMode::lstm: return 4;
     case RnnMode::gru: return 3;
@@ -18,7 +18,7 @@ int64_t gate_count(RnnMode mode) {
   }
 }
 
-const char* mode_name(RnnMode mode) {
+const char* rnn_mode_name(RnnMode mode) {
   switch (mode) {
     case RnnMode::rnn_tanh: return "RNN";
     case RnnMode::rnn_relu: return "RNN";
@@ -88,9 +88,9 @@ RnnState rnn_step(RnnMode mode, const Tensor& xg, const RnnState& prev, const Te
 // ---------------------------------------------------------------- cells
 RNNCellBase::RNNCellBase(RnnMode mode_, int64_t input_size_, int64_t hidden_size_, bool bias_)
     : mode(mode_), input_size(input_size_), hidden_size(hidden_size_), bias(bias_) {
-  check_sizes(mode_name(mode) == std::string("RNN") ? "RNNCell" : mode == RnnMode::lstm ? "LSTMCell" : "GRUCell",
+  check_sizes(rnn_mode_name(mode) == std::string("RNN") ? "RNNCell" : mode == RnnMode::lstm ? "LSTMCell" : "GRUCell",
               input_size, hidden_size);
-  const int64_t G = gate_count(mode) * hidden_size;
+  const int64_t G = rnn_gate_count(mode) * hidden_size;
   weight_ih = register_parameter("weight_ih", empty({G, input_size}));
   weight_hh = register_parameter("weight_hh", empty({G, hidden_size}));
   if (bias) {
@@ -106,11 +106,11 @@ void RNNCellBase::reset_parameters() {
 
 std::string RNNCellBase::repr() const {
   std::string extra = mode == RnnMode::rnn_relu ? ", nonlinearity=relu" : "";
-  return fmt::format("{}Cell({}, {}, bias={}{})", mode_name(mode), input_size, hidden_size, bias, extra);
+  return fmt::format("{}Cell({}, {}, bias={}{})", rnn_mode_name(mode), input_size, hidden_size, bias, extra);
 }
 
 RnnState RNNCellBase::forward(const Tensor& x, const RnnState& s) {
-  std::string op = std::string(mode_name(mode)) + "Cell";
+  std::string op = std::string(rnn_mode_name(mode)) + "Cell";
   check_defined(x, op.c_str());
   GRAFT_CHECK(x.dim() == 2 && x.size(1) == input_size,
               "{}: expected input [B, {}], got {}; hint: cells take one time step, layers take "
@@ -135,11 +135,11 @@ RNNBase::RNNBase(RnnMode mode_, int64_t input_size_, int64_t hidden_size_, int64
                  bool bidirectional_, double dropout_, bool bias_)
     : mode(mode_), input_size(input_size_), hidden_size(hidden_size_), num_layers(num_layers_),
       bidirectional(bidirectional_), dropout(dropout_), bias(bias_) {
-  const char* name = mode_name(mode);
+  const char* name = rnn_mode_name(mode);
   check_sizes(name, input_size, hidden_size);
   GRAFT_CHECK(num_layers >= 1, "{}: num_layers must be at least 1, got {}", name, num_layers);
   GRAFT_CHECK(dropout >= 0 && dropout < 1, "{}: dropout must be in [0, 1), got {}", name, dropout);
-  const int64_t G = gate_count(mode) * hidden_size, D = bidirectional ? 2 : 1;
+  const int64_t G = rnn_gate_count(mode) * hidden_size, D = bidirectional ? 2 : 1;
   for (int64_t l = 0; l < num_layers; ++l) {
     const int64_t in = l == 0 ? input_size : D * hidden_size;
     for (int64_t d = 0; d < D; ++d) {
@@ -166,19 +166,19 @@ const RNNBase::LayerParams& RNNBase::params(int64_t layer, int64_t direction) co
   const int64_t D = bidirectional ? 2 : 1;
   GRAFT_CHECK(layer >= 0 && layer < num_layers && direction >= 0 && direction < D,
               "{}: no parameters for layer {} direction {} (layers: {}, directions: {})",
-              mode_name(mode), layer, direction, num_layers, D);
+              rnn_mode_name(mode), layer, direction, num_layers, D);
   return params_[size_t(layer * D + direction)];
 }
 
 std::string RNNBase::repr() const {
   std::string extra = mode == RnnMode::rnn_relu ? ", nonlinearity=relu" : "";
   return fmt::format("{}({}, {}, num_layers={}, bidirectional={}, dropout={}, bias={}{})",
-                     mode_name(mode), input_size, hidden_size, num_layers, bidirectional, dropout,
+                     rnn_mode_name(mode), input_size, hidden_size, num_layers, bidirectional, dropout,
                      bias, extra);
 }
 
 RnnOutput RNNBase::forward(const Tensor& x, const Tensor& lengths, const RnnState& h0) {
-  const char* op = mode_name(mode);
+  const char* op = rnn_mode_name(mode);
   check_defined(x, op);
   GRAFT_CHECK(x.dim() == 3 && x.size(2) == input_size,
               "{}: expected input [B, T, {}] (batch first), got {}; hint: a single step goes to "

@@ -39,8 +39,8 @@ struct RnnOutput {
 
 enum class RnnMode { rnn_tanh, rnn_relu, lstm, gru };
 // Number of gate blocks in W_ih / W_hh: 1 (RNN), 4 (LSTM), 3 (GRU).
-int64_t gate_count(RnnMode mode);
-const char* mode_name(RnnMode mode);
+int64_t rnn_gate_count(RnnMode mode);
+const char* rnn_mode_name(RnnMode mode);
 
 // One step of a cell from the input projection xg = x W_ih^T + b_ih [B, G*H] and the previous
 // state (h [B, H], c [B, H] for LSTM): adds h W_hh^T + b_hh and applies the gate math.
