@@ -10,6 +10,7 @@
 //             backward of both outputs.
 // JSON lines: name, value, unit, reference, ratio.
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -109,18 +110,22 @@ int main() {
 
   // ---- ct_fused_lstm_cell_op: both outputs, one gate-gradient buffer
   Tensor dh = randn({32, 256}), dc = randn({32, 256});
-  double r_cell = per_second([&] {
-    auto [h, c] = lstm_cell_fused(gates, cprev);
-    auto gr = grad({h, c}, {gates, cprev}, {dh, dc});
-    sink = gr[0].numel();
-  });
-  double r_comp = per_second([&] {
-    auto p = chunk(gates, 4, 1);
-    Tensor c = sigmoid(p[1]) * cprev + sigmoid(p[0]) * tanh(p[2]);
-    Tensor h = sigmoid(p[3]) * tanh(c);
-    auto gr = grad({h, c}, {gates, cprev}, {dh, dc});
-    sink = gr[0].numel();
-  });
+  // alternating rounds, best of each: fairer on a machine whose load changes during the run
+  double r_cell = 0, r_comp = 0;
+  for (int round = 0; round < 3; ++round) {
+    r_cell = std::max(r_cell, per_second([&] {
+      auto [h, c] = lstm_cell_fused(gates, cprev);
+      auto gr = grad({h, c}, {gates, cprev}, {dh, dc});
+      sink = gr[0].numel();
+    }, 0.3));
+    r_comp = std::max(r_comp, per_second([&] {
+      auto p = chunk(gates, 4, 1);
+      Tensor c = sigmoid(p[1]) * cprev + sigmoid(p[0]) * tanh(p[2]);
+      Tensor h = sigmoid(p[3]) * tanh(c);
+      auto gr = grad({h, c}, {gates, cprev}, {dh, dc});
+      sink = gr[0].numel();
+    }, 0.3));
+  }
   fmt::print("{{\"name\": \"ct_fused_lstm_cell_op\", \"value\": {:.0f}, \"unit\": \"fwd+bwd/s\", \"reference\": {:.0f}, \"reference_source\": \"composite tape ops (chunk, sigmoid, tanh, mul, add)\", \"ratio\": {:.2f}, \"B\": 32, \"H\": 256, \"threads\": {}}}\n",
              r_cell, r_comp, r_cell / r_comp, threads);
   return 0;
