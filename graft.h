@@ -13,6 +13,7 @@
 #include "ops/shape.h"
 
 #include "autograd/functions.h"
+#include "nn/conv.h"  // also autograd/conv.h: conv1d, pooling (issue 9)
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
