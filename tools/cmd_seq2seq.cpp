@@ -470,7 +470,7 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   CLI::App* prep = d->add_subcommand("prepare", "Download/convert a corpus: bible-en-es (Debian SWORD modules, public domain)");
   prep->add_option("corpus", *corpus, "bible-en-es")->required()->check(CLI::IsMember({"bible-en-es"}));
   prep->add_option("--data-dir", *dir, "Output folder")->capture_default_str();
-  cmds.push_back({prep, [dir] {
+  cmds.push_back({prep, [dir, corpus] {  // both captured: the options write into them
                     const data::BibleInfo info = data::prepare_bible_en_es(*dir);
                     fmt::print("wrote {}: {} verse pairs (train {}, dev {}, test {}); see {}/README.txt\n", info.dir,
                                info.pairs, info.train, info.dev, info.test, info.dir);
