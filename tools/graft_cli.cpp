@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <limits>
@@ -159,6 +160,7 @@ struct MlpArgs {
   int64_t checkpoint_every = 500;
   std::string config;
   bool compile = false;  // trace the step with graft::compile (tools/cmd_compile.cpp)
+  std::string device;    // "" = $GRAFT_DEVICE, else cpu
 };
 
 // The run's configuration as saved with it: every option that shapes the training (not where
@@ -274,6 +276,13 @@ int cmd_train_mlp(const MlpArgs& a) {
       std::make_shared<nn::Linear>(2, a.hidden), std::make_shared<nn::Tanh>(),
       std::make_shared<nn::Linear>(a.hidden, a.hidden), std::make_shared<nn::Tanh>(),
       std::make_shared<nn::Linear>(a.hidden, 2));
+  const char* env_device = std::getenv("GRAFT_DEVICE");
+  const Device dev = Device::parse(!a.device.empty() ? a.device : env_device ? env_device : "cpu");
+  GRAFT_CHECK(!a.compile || dev.is_cpu(),
+              "train mlp: --compile runs on the CPU only; drop --device {} (or GRAFT_DEVICE)",
+              dev.str());
+  model->to(dev);  // before the optimizer takes the parameters
+  const Tensor all_x = ds.x.to(dev), all_y = ds.y.to(dev);
   nn::CrossEntropyLoss ce;
   optim::AdamW opt(model->parameters(), {.lr = a.lr, .weight_decay = a.weight_decay});
   std::unique_ptr<optim::LRScheduler> sched;
@@ -287,6 +296,7 @@ int cmd_train_mlp(const MlpArgs& a) {
              a.batch,
              a.grad_accumulation > 1 ? fmt::format(" ({} x {})", a.grad_accumulation, micro) : "",
              a.steps, a.seed, a.run_dir.empty() ? "" : ", run directory " + a.run_dir);
+  if (!dev.is_cpu()) fmt::print("device: {}\n", dev.str());
   std::fflush(stdout);
 
   if (a.compile) {
@@ -316,12 +326,12 @@ int cmd_train_mlp(const MlpArgs& a) {
       to, *model, opt, sched.get(),
       [&](int64_t, int) -> nn::MicroBatchLoss {
         data::Batch b = data::sample_batch(ds.x, ds.y, micro, batch_gen);
-        return {ce(model->forward(b.x), b.y), micro};
+        return {ce(model->forward(b.x.to(dev)), b.y.to(dev)), micro};
       },
       [&] {
-        Tensor logits = model->forward(ds.x);
-        return std::map<std::string, double>{{"loss", ce(logits, ds.y).item()},
-                                             {"accuracy", accuracy(logits, ds.y)}};
+        Tensor logits = model->forward(all_x);
+        return std::map<std::string, double>{{"loss", ce(logits, all_y).item()},
+                                             {"accuracy", accuracy(logits, all_y)}};
       });
   trainer.register_generator("batches", batch_gen);
   const nn::TrainResult r = trainer.fit();
@@ -330,9 +340,9 @@ int cmd_train_mlp(const MlpArgs& a) {
   {
     NoGradGuard no_grad;
     model->eval();
-    Tensor logits = model->forward(ds.x);
-    acc = accuracy(logits, ds.y);
-    loss = ce(logits, ds.y).item();
+    Tensor logits = model->forward(all_x);
+    acc = accuracy(logits, all_y);
+    loss = ce(logits, all_y).item();
   }
   fmt::print("final train accuracy: {:.2f}% ({} points), loss {:.4f}, after {} steps ({})\n",
              100 * acc, ds.x.size(0), loss, r.step, nn::stop_reason_name(r.reason));
@@ -385,6 +395,7 @@ int main(int argc, char** argv) {
     MlpArgs& a = mlp_args;
     const auto count = CLI::Range(int64_t(1), int64_t(1) << 40);
     const auto every = CLI::Range(int64_t(0), int64_t(1) << 40);
+    mlp->add_option("--device", a.device, "cpu or opencl:N (default: $GRAFT_DEVICE, else cpu)");
     mlp->add_option("--steps", a.steps, "Optimizer steps to train (in total, across resumes)")->capture_default_str()->check(count);
     mlp->add_option("--lr", a.lr, "Peak learning rate of AdamW")->capture_default_str()->check(finite_in(1e-12, 1e3));
     mlp->add_option("--batch", a.batch, "Samples per step, drawn with replacement")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1000000)));
