@@ -31,7 +31,12 @@ using namespace graft;
 
 namespace {
 
-const Device kDev = Device::opencl(0);
+// The device under test: GRAFT_DEVICE=opencl:N picks another than opencl:0.
+const Device kDev = [] {
+  const char* e = std::getenv("GRAFT_DEVICE");
+  const Device d = e ? Device::parse(e) : Device::opencl(0);
+  return d.is_cpu() ? Device::opencl(0) : d;
+}();
 
 // PoCL: few threads (the CI machine is shared); set before the first OpenCL call.
 const bool g_env = [] {
@@ -179,8 +184,9 @@ TEST_CASE("opencl: devices are listed with their properties") {
     CHECK(d.global_mem > 0);
   }
   CHECK(opencl::built());
-  CHECK(Device::parse("opencl:0") == kDev);
-  REQUIRE_MESSAGE(devs[0].fp64, "the test device needs fp64 (PoCL has it)");
+  CHECK(Device::parse(kDev.str()) == kDev);
+  REQUIRE_MESSAGE(size_t(kDev.index) < devs.size(), "GRAFT_DEVICE names a device that does not exist");
+  REQUIRE_MESSAGE(devs[size_t(kDev.index)].fp64, "the test device needs fp64 (PoCL has it)");
 }
 
 TEST_CASE("opencl: host <-> device copies, strided views, dtype conversion") {
@@ -213,16 +219,16 @@ TEST_CASE("opencl: host <-> device copies, strided views, dtype conversion") {
 
 TEST_CASE("opencl: the buffer pool reuses freed buffers") {
   require_device();
-  opencl::reset_pool_stats(0);
+  opencl::reset_pool_stats(kDev.index);
   { Tensor a = empty({1000}, TensorOptions(DType::f32).device(kDev)); }
-  const auto s1 = opencl::pool_stats(0);
+  const auto s1 = opencl::pool_stats(kDev.index);
   { Tensor b = empty({900}, TensorOptions(DType::f32).device(kDev)); }  // same size class
-  const auto s2 = opencl::pool_stats(0);
+  const auto s2 = opencl::pool_stats(kDev.index);
   CHECK(s2.hits == s1.hits + 1);
   CHECK(s2.misses == s1.misses);
   CHECK(s2.cached_bytes >= 4096);
-  opencl::empty_cache(0);
-  CHECK(opencl::pool_stats(0).cached_bytes == 0);
+  opencl::empty_cache(kDev.index);
+  CHECK(opencl::pool_stats(kDev.index).cached_bytes == 0);
 }
 
 TEST_CASE("opencl: errors are graft::Error with the op, the call and the CL error name") {
@@ -232,7 +238,7 @@ TEST_CASE("opencl: errors are graft::Error with the op, the call and the CL erro
   Tensor a = ones({3}).to(kDev), c = ones({3});
   CHECK_THROWS_WITH_AS(add(a, c), doctest::Contains("different devices"), Error);
   // A kernel argument of the wrong size: the call and the CL error are named.
-  ocl::Context& ctx = ocl::context(0);
+  ocl::Context& ctx = ocl::context(kDev.index);
   CHECK_THROWS_WITH_AS(ocl::check(clFinish(nullptr), "clFinish", "my_op"),
                        doctest::Contains("my_op: OpenCL call clFinish failed with "
                                          "CL_INVALID_COMMAND_QUEUE"),
@@ -251,7 +257,7 @@ TEST_CASE("opencl: errors are graft::Error with the op, the call and the CL erro
     if (cases.empty()) continue;
     std::vector<Tensor> in = inputs_on(cases[0].inputs, DType::f64, kDev);
     INFO("op without OpenCL kernels: " << op.name);
-    CHECK_THROWS_WITH_AS(cases[0].fn(in), doctest::Contains("opencl:0"), Error);
+    CHECK_THROWS_WITH_AS(cases[0].fn(in), doctest::Contains(kDev.str().c_str()), Error);
     break;
   }
 }
@@ -411,7 +417,7 @@ TEST_CASE("opencl: the spirals MLP trains 20 steps along the CPU loss curve") {
     optim::AdamW opt(model->parameters(), {.lr = 0.01, .weight_decay = 0.01});
     Generator batch_gen(43);
     std::vector<double> losses;
-    if (stats) opencl::reset_pool_stats(0);
+    if (stats) opencl::reset_pool_stats(kDev.index);
     for (int step = 0; step < 20; ++step) {
       data::Batch b = data::sample_batch(ds.x, ds.y, 64, batch_gen);
       Tensor loss = ce(model->forward(b.x.to(dev)), b.y.to(dev));
@@ -420,7 +426,7 @@ TEST_CASE("opencl: the spirals MLP trains 20 steps along the CPU loss curve") {
       opt.step();
       losses.push_back(loss.item<double>());
     }
-    if (stats) *stats = opencl::pool_stats(0);
+    if (stats) *stats = opencl::pool_stats(kDev.index);
     return losses;
   };
   const std::vector<double> cpu = train(Device::cpu(), nullptr);
