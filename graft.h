@@ -32,4 +32,5 @@
 #include "nn/scheduler.h"
 #include "nn/rnn.h"            // RNN/LSTM/GRU (issue 5)
 #include "nn/rnn_attention.h"  // Bahdanau, Luong, local, hard attention (issue 5)
+#include "models/seq2seq.h"  // also data/batching.h, models/decoding.h (issue 5)
 #include "nn/transformer.h"  // also nn/attention.h, autograd/attention.h (issue 6)
