@@ -651,7 +651,7 @@ std::vector<std::string> WordPieceTokenizer::wordpiece(std::string_view word) co
   // Byte offset of every code point, so substrings are taken from the UTF-8 text directly.
   std::vector<size_t> off(chars.size() + 1, 0);
   for (size_t k = 0; k < chars.size(); ++k)
-    off[k + 1] = off[k] + unicode::encode_utf8(std::u32string_view(&chars[k], 1)).size();
+    off[k + 1] = off[k] + (chars[k] < 0x80 ? 1 : chars[k] < 0x800 ? 2 : chars[k] < 0x10000 ? 3 : 4);
   std::string w = unicode::encode_utf8(chars);
   std::vector<std::string> pieces;
   std::string cand;
