@@ -22,12 +22,12 @@ namespace {
 // Specials plus "w0".."w{n-1}": token id of "wK" is 5 + K.
 WordPieceTokenizer word_vocab(int64_t n) {
   std::vector<std::string> v = WordPieceTokenizer::special_tokens();
-  for (int64_t k = 0; k < n; ++k) v.push_back("w" + std::to_string(k));
+  for (int64_t k = 0; k < n; ++k) v.push_back(std::string(1, 'w').append(std::to_string(k)));
   return WordPieceTokenizer(v);
 }
 
-// Document d, sentence s holds ids unique to (d, s): 5 + (d * 100 + s * 10 + k) % ... kept
-// distinct so that a B segment can be traced back to its source.
+// n_docs documents of n_sent sentences of len tokens; ids are consecutive from 5 and each is
+// used once, so (document, sentence) = ((id - 5) / (n_sent * len), (id - 5) % (n_sent * len) / len).
 std::vector<TokenizedDocument> synthetic_docs(int64_t n_docs, int64_t n_sent, int64_t len) {
   std::vector<TokenizedDocument> docs;
   int64_t next = 5;
