@@ -178,3 +178,18 @@ TEST_CASE("wordpiece: training puts specials first and merges by likelihood, not
   CHECK(big.decode(big.encode("The Cat, the hat!")) == "the cat , the hat !");
   CHECK_THROWS_AS(WordPieceTokenizer::train(text, 5), Error);
 }
+
+TEST_CASE("wordpiece: arbitrary bytes tokenize without errors and decode to vocabulary tokens") {
+  auto tok = WordPieceTokenizer::load(kDir + "/vocab.txt");
+  uint64_t x = 88172645463325252ull;
+  for (int round = 0; round < 300; ++round) {
+    std::string s;
+    for (int k = 0; k < 40; ++k) {
+      x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+      s.push_back(char(x % 4 == 0 ? 0x80 + (x >> 8) % 0x80 : 0x20 + (x >> 8) % 0x60));
+    }
+    std::vector<int64_t> ids = tok.encode(s);
+    for (int64_t id : ids) CHECK((id >= 0 && id < tok.size()));
+    CHECK(tok.tokenize(s).size() == ids.size());
+  }
+}

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -135,4 +136,22 @@ TEST_CASE("bert model: MLM + NSP loss decreases on a toy corpus") {
   CAPTURE(mlm_last);
   CHECK(last < 0.75 * first);
   CHECK(mlm_last < 0.7 * mlm_first);
+}
+
+TEST_CASE("bert model: [PAD] positions do not change the other hidden states") {
+  models::BertConfig c;
+  c.vocab_size = 40; c.hidden_size = 32; c.num_layers = 2; c.num_heads = 4;
+  c.intermediate_size = 64; c.max_position_embeddings = 16;
+  models::BertForPreTraining m(c);
+  m.eval();
+  std::vector<int64_t> ids = {2, 9, 10, 11, 3, 12, 13, 3};
+  Tensor short_h = m.encode(from_vector(ids, {1, 8}), full({1, 8}, 0.0, DType::i64));
+  ids.insert(ids.end(), 4, 0);
+  Tensor long_h = m.encode(from_vector(ids, {1, 12}), full({1, 12}, 0.0, DType::i64));
+  auto a = short_h.contiguous().to_vector<double>();
+  auto b = long_h.narrow(1, 0, 8).contiguous().to_vector<double>();
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::abs(a[k] - b[k]));
+  CHECK(worst < 1e-5);
 }
