@@ -69,7 +69,10 @@ namespace trace {
   X(softmax, "RW") X(softmax_backward, "RRW") X(layer_norm, "RRRWWW")                           \
   X(layer_norm_backward, "RRRRRWWW") X(index_select, "RRW") X(index_add, "MRR") X(gather, "RRW") \
   X(scatter_add, "MRR") X(cross_entropy, "RRWW") X(cross_entropy_backward, "RRRW")              \
-  X(uniform, "W") X(normal, "W") X(adam_step, "MRMM") X(sgd_step, "MRM") X(adagrad_step, "MRM")
+  X(uniform, "W") X(normal, "W") X(adam_step, "MRMM") X(sgd_step, "MRM") X(adagrad_step, "MRM")   \
+  X(attention, "RRRRWW") X(attention_backward, "RRRRRRRWWW") X(conv1d, "RRRW")                     \
+  X(conv1d_backward_input, "RRW") X(conv1d_backward_weight, "RRWW") X(pool1d, "RWW")              \
+  X(pool1d_backward, "RRW")
 
 #define GRAFT_KERNEL_ENUM(name, roles) name,
 enum class Kernel : uint8_t { GRAFT_TRACED_KERNELS(GRAFT_KERNEL_ENUM) };

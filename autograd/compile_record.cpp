@@ -54,6 +54,11 @@ template <class A> constexpr bool is_view = std::is_same_v<std::decay_t<A>, Tens
 template <auto M> constexpr bool kRandom = false;
 template <> constexpr bool kRandom<&Backend::uniform> = true;
 template <> constexpr bool kRandom<&Backend::normal> = true;
+// Attention kernels draw their dropout mask from (seed, offset) in their arguments: a replay
+// would freeze it, so a traced step may use attention only without dropout (checked below).
+template <auto M> constexpr bool kAttention = false;
+template <> constexpr bool kAttention<&Backend::attention> = true;
+template <> constexpr bool kAttention<&Backend::attention_backward> = true;
 template <auto M> constexpr bool kCrossEntropy = false;
 template <> constexpr bool kCrossEntropy<&Backend::cross_entropy> = true;
 
@@ -374,9 +379,14 @@ template <auto M, Kernel K, class... A> struct Entry<M, K, void (*)(A...)> {
                 "GRAFT_TRACED_KERNELS: one role per TensorView argument");
   static void fn(A... a) {
     Tracer& t = *t_tracer;
+    if constexpr (kAttention<M>)
+      GRAFT_CHECK(std::get<4>(std::tie(a...)).dropout_p == 0.0,
+                  "compile: attention dropout inside a traced step would replay one frozen mask; "
+                  "hint: trace with dropout_p = 0 (eval mode) or run the step eagerly");
     std::string label = kernel_name(K);
     (describe(label, a), ...);
-    const TensorView* views[8] = {};
+    constexpr size_t kViews = (0 + ... + size_t(is_view<A>));
+    const TensorView* views[kViews > 0 ? kViews : 1] = {};
     size_t n = 0;
     (
         [&] {

@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "autograd/attention.h"
 #include "autograd/compile.h"
+#include "autograd/conv.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "nn/layers.h"
@@ -446,4 +448,47 @@ TEST_CASE("compile: bad inputs and untraceable functions raise graft::Error") {
   CompiledFunction ident = compile([](const std::vector<Tensor>& in) { return in; });
   CHECK_THROWS_WITH_AS(ident({b.x}), doctest::Contains("an input"), Error);
   CHECK_THROWS_AS(compile(StepFunction()), Error);
+}
+
+TEST_CASE("compile: conv1d, pooling and fused attention steps trace and replay like eager") {
+  // A step over every kernel family added after the recorder: conv1d (+ both backward
+  // halves), max and avg pooling (+ backward), fused attention (+ backward).
+  Generator g(7);
+  Tensor w = randn({6, 4, 3}, {}, &g).requires_grad_(), bias = randn({6}, {}, &g).requires_grad_();
+  Tensor wq = randn({6, 6}, {}, &g).requires_grad_();
+  auto fn = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor h = tanh(conv1d(in[0], w, bias, 1, 1));          // [B, 6, L]
+    Tensor p = max_pool1d(h, 2) + avg_pool1d(h, 2);          // [B, 6, L/2]
+    Tensor q = matmul(p.transpose(1, 2), wq).unsqueeze(1);   // [B, 1, L/2, 6]
+    Tensor a = scaled_dot_product_attention(q, q, q, {}, 0.0, true);
+    Tensor loss = mean(a * a);
+    loss.backward();
+    return {loss};
+  };
+  const std::vector<Tensor> state = {w, bias, wq};
+  auto run_eager = [&](const Tensor& x) {
+    for (auto t : state) t.set_grad({});
+    Tensor l = fn({x})[0];
+    std::vector<std::vector<float>> r = {values(l)};
+    for (auto& t : state) r.push_back(values(t.grad()));
+    return r;
+  };
+  CompiledFunction step = compile(fn, state);
+  for (int it = 0; it < 4; ++it) {
+    Tensor x = randn({3, 4, 10}, {}, &g);
+    const auto expected = run_eager(x);
+    for (auto t : state) t.set_grad({});
+    const Tensor l = step({x})[0];
+    INFO("call " << it);
+    CHECK(values(l) == expected[0]);
+    for (size_t i = 0; i < state.size(); ++i) CHECK(values(state[i].grad()) == expected[i + 1]);
+  }
+  CHECK(step.replays() >= 2);
+  // Attention dropout would freeze one mask: refused with a clear error.
+  auto with_dropout = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor q = in[0].unsqueeze(1);
+    return {sum(scaled_dot_product_attention(q, q, q, {}, 0.5))};
+  };
+  CompiledFunction bad = compile(with_dropout, {});
+  CHECK_THROWS_AS(bad({randn({2, 5, 4}, {}, &g)}), Error);
 }
