@@ -1,0 +1,32 @@
+#!/bin/sh
+# Smoke test of the CLI's training and inspection commands: each runs a few steps of a tiny
+# model and must exit 0 with its expected output; bad flags must exit 2 (CLI11's usage error).
+set -eu
+G=$1
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+export OMP_NUM_THREADS=1
+
+"$G" train seq2seq --task reverse --steps 40 --eval-every 20 --hidden 32 --embed 16 \
+  --train-size 300 --valid-size 30 --test-size 30 --run-dir "$d/s2s" >"$d/out" 2>&1
+test -s "$d/s2s/model.safetensors"
+"$G" translate --run-dir "$d/s2s" abc --beam 3 --heatmap "$d/h.png" >"$d/out" 2>&1
+grep -q "wrote" "$d/out"
+test -s "$d/h.png"
+"$G" train abcnn --data synthetic --variant 3 --steps 20 >"$d/out" 2>"$d/err"
+grep -q '"test_accuracy"' "$d/out"
+"$G" train transformer --task reverse --steps 10 --d-model 16 --heads 2 --layers 1 --ffn 32 \
+  --train-size 200 --test-size 20 >"$d/out" 2>&1
+"$G" train gpt --steps 10 --d-model 16 --heads 2 --layers 1 --ffn 32 >"$d/out" 2>&1
+"$G" compile-info --dot "$d/step.dot" >"$d/out" 2>&1
+grep -q "digraph" "$d/step.dot"
+"$G" train mlp --compile --steps 30 >"$d/out" 2>&1
+
+for bad in "train seq2seq --attention nonsense" "train abcnn --variant 7" \
+           "train transformer --steps 0" "compile-info --tile-bytes -1"; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$G" $bad >/dev/null 2>&1 || rc=$?
+  if [ "$rc" -ne 2 ]; then echo "graft $bad: exit $rc, expected 2" >&2; exit 1; fi
+done
+echo "cli smoke: ok"
