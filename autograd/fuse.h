@@ -119,13 +119,25 @@ template <class RootE> class Fused {
 
   Tensor call(const std::vector<Tensor>& in) const {
     GRAFT_CHECK(in.size() == N, "{}: expected {} tensors, got {}", name_, N, in.size());
+    if (N > 0 && in[0].defined() && !in[0].device().is_cpu()) {
+      // The loops read host memory: on another device the node runs on host copies, moved
+      // there and back by the differentiable to() (so gradients return to the device).
+      std::vector<Tensor> host;
+      for (size_t k = 0; k < N; ++k) {
+        check_defined(in[k], name_);
+        GRAFT_CHECK(in[k].device() == in[0].device(), "{}: inputs on different devices ({} and {})",
+                    name_, in[0].device().str(), in[k].device().str());
+        host.push_back(in[k].to(Device::cpu()));
+      }
+      return call(host).to(in[0].device());
+    }
     Shape shape;
     for (size_t k = 0; k < N; ++k) {
       check_defined(in[k], name_);
       detail::check_float(in[k], name_);
       detail::check_same_dtype(in[0], in[k], name_);
-      GRAFT_CHECK(in[k].device().is_cpu(), "{}: fused nodes run on the CPU only, input {} is on {}",
-                  name_, k, in[k].device().str());
+      GRAFT_CHECK(in[k].device().is_cpu(), "{}: inputs on different devices (cpu and {})", name_,
+                  in[k].device().str());
       shape = k == 0 ? in[k].shape() : broadcast_shapes(shape, in[k].shape(), name_);
     }
     // inputs as contiguous tensors of the broadcast shape (copies only where needed)

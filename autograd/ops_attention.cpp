@@ -121,7 +121,7 @@ Tensor keep_factor(const Tensor& q, int64_t T, int64_t S, double p, Stream st) {
   g.offset = st.offset;
   Tensor u = uniform(with_last2(lead_dims(q), T, S), 0.0, 1.0,
                      TensorOptions(DType::f64).device(q.device()), &g);
-  return where(ge(u, full(Shape{}, p, u.dtype())), full(Shape{}, 1.0 / (1.0 - p), like(q)),
+  return where(ge(u, full(Shape{}, p, like(u))), full(Shape{}, 1.0 / (1.0 - p), like(q)),
                zeros(Shape{}, like(q)));
 }
 

@@ -38,8 +38,6 @@ void check_cell_input(const Tensor& t, const char* op, const char* what, int64_t
               "{}: {} must have shape [{}, {}], got {}; hint: see the shape comment in "
               "autograd/ops_rnn.h", op, what, rows, cols, t.shape());
   detail::check_float(t, op);
-  GRAFT_CHECK(t.device().is_cpu(), "{}: fused cells run on the CPU only, {} is on {}; hint: set "
-              "use_fused = false on the layer for other devices", op, what, t.device().str());
 }
 
 // ---------------------------------------------------------------- the cells' static graphs
@@ -107,6 +105,26 @@ std::vector<Tensor> gru_backward_composite(const Tensor& gi, const Tensor& gh, c
   return {cat({dar, daz, dan}, 1), cat({dar, daz, dan * r}, 1), dy * z};
 }
 
+// Off the CPU (the fused loops read host memory) the cells run as tape ops on the device:
+// the same math, differentiable by the engine.
+std::pair<Tensor, Tensor> lstm_on_device(const Tensor& gates, const Tensor& cp) {
+  auto p = chunk(gates, 4, 1);
+  Tensor c = sigmoid(p[1]) * cp + sigmoid(p[0]) * tanh(p[2]);  // c = f c_prev + i g
+  return {sigmoid(p[3]) * tanh(c), c};                          // h = o tanh(c)
+}
+Tensor gru_on_device(const Tensor& gi, const Tensor& gh, const Tensor& hp) {
+  auto a = chunk(gi, 3, 1), b = chunk(gh, 3, 1);
+  Tensor r = sigmoid(a[0] + b[0]), z = sigmoid(a[1] + b[1]), n = tanh(a[2] + r * b[2]);
+  return n + z * (hp - n);  // h = (1 - z) n + z h_prev
+}
+
+void check_same_device(const char* op, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    GRAFT_CHECK(t->device() == (*ts.begin())->device(), "{}: inputs on different devices ({} and "
+                "{}); hint: move them with .to(device)", op, (*ts.begin())->device().str(),
+                t->device().str());
+}
+
 }  // namespace
 
 std::pair<Tensor, Tensor> lstm_cell_fused(const Tensor& gates, const Tensor& c_prev) {
@@ -118,6 +136,8 @@ std::pair<Tensor, Tensor> lstm_cell_fused(const Tensor& gates, const Tensor& c_p
   check_cell_input(gates, op, "gates", B, 4 * H);
   check_cell_input(c_prev, op, "c_prev", B, H);
   detail::check_same_dtype(gates, c_prev, op);
+  check_same_device(op, {&gates, &c_prev});
+  if (!gates.device().is_cpu()) return lstm_on_device(gates, c_prev);
   const DType dt = gates.dtype();
   Tensor gd = unit_cols(gates), cd = unit_cols(c_prev);
   Tensor h = Tensor::empty({B, H}, dt), c = Tensor::empty({B, H}, dt);
@@ -168,6 +188,8 @@ Tensor gru_cell_fused(const Tensor& gi, const Tensor& gh, const Tensor& h_prev) 
   check_cell_input(h_prev, op, "h_prev", B, H);
   detail::check_same_dtype(gi, h_prev, op);
   detail::check_same_dtype(gh, h_prev, op);
+  check_same_device(op, {&gi, &gh, &h_prev});
+  if (!gi.device().is_cpu()) return gru_on_device(gi, gh, h_prev);
   const DType dt = gi.dtype();
   Tensor id = unit_cols(gi), hd = unit_cols(gh), pd = unit_cols(h_prev);
   Tensor h = Tensor::empty({B, H}, dt);
@@ -220,11 +242,11 @@ std::vector<Tensor> unstack(const Tensor& x, int64_t dim) {
   for (int64_t t = 0; t < n; ++t) out.push_back(xd.select(k, t));
   if (n == 0) return out;
   Shape piece = out[0].shape();
-  const DType dt = x.dtype();
-  if (auto node = record("unstack", {x}, [k, piece, dt](BackwardCtx& c) -> std::vector<Tensor> {
+  const TensorOptions opts = TensorOptions(x.dtype()).device(x.device());
+  if (auto node = record("unstack", {x}, [k, piece, opts](BackwardCtx& c) -> std::vector<Tensor> {
         std::vector<Tensor> gs;
         gs.reserve(c.grads.size());
-        for (const Tensor& g : c.grads) gs.push_back(g.defined() ? g : zeros(piece, dt));
+        for (const Tensor& g : c.grads) gs.push_back(g.defined() ? g : zeros(piece, opts));
         return {stack(gs, k)};  // dx = stack(dy_0, ..., dy_{n-1}) along dim (zeros for unused)
       })) {
     node->num_outputs = uint32_t(n);
@@ -237,8 +259,12 @@ std::vector<Tensor> unstack(const Tensor& x, int64_t dim) {
 using namespace cases;
 
 void register_rnn_ops(std::vector<OpInfo>& t) {
-  auto cpu_only = [](const Backend& b) { return &b == &cpu_backend() || &b == &cpu_reference_backend(); };
-  t.push_back({"lstm_cell_fused", true, cpu_only, [](Generator& g) {
+  // CPU: the fused loops; other devices: the same math as tape ops (lstm_on_device).
+  auto cells = [](const Backend& b) {
+    return &b == &cpu_backend() || &b == &cpu_reference_backend() ||
+           (b.unary && b.unary_backward && b.binary && b.copy);
+  };
+  t.push_back({"lstm_cell_fused", true, cells, [](Generator& g) {
                  return std::vector<OpCase>{
                      mk("gates [3,12], c [3,3] -> cat(h, c)", {u(g, {3, 12}, -2, 2), u(g, {3, 3})},
                         [](const auto& in) {
@@ -251,7 +277,7 @@ void register_rnn_ops(std::vector<OpInfo>& t) {
                      mk("c only, gates as a [B, T, 4H] step slice", {u(g, {2, 3, 8}, -2, 2), u(g, {2, 2})},
                         [](const auto& in) { return lstm_cell_fused(in[0].select(1, 1), in[1]).second; })};
                }});
-  t.push_back({"gru_cell_fused", true, cpu_only, [](Generator& g) {
+  t.push_back({"gru_cell_fused", true, cells, [](Generator& g) {
                  return std::vector<OpCase>{
                      mk("gi, gh [3,9], h [3,3]", {u(g, {3, 9}, -2, 2), u(g, {3, 9}, -2, 2), u(g, {3, 3})},
                         [](const auto& in) { return gru_cell_fused(in[0], in[1], in[2]); }),

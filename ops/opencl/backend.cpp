@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "ops/error.h"
 #include "ops/kernels.h"
+#include "ops/opencl/backend_nn.h"
 #include "ops/opencl/opencl.h"
 #include "ops/opencl/runtime.h"
 
@@ -542,7 +544,18 @@ const Backend kOpenclBackend{
     .adam_step = adam_step,
     .sgd_step = sgd_step,
     .adagrad_step = adagrad_step,
+    .attention = attention,
+    .attention_backward = attention_backward,
+    .conv1d = conv1d,
+    .conv1d_backward_input = conv1d_backward_input,
+    .conv1d_backward_weight = conv1d_backward_weight,
+    .pool1d = pool1d,
+    .pool1d_backward = pool1d_backward,
 };
+
+// The table with the CPU fallback filled in (null entries run on the host).
+const Backend kFallbackBackend = with_cpu_fallback(kOpenclBackend);
+std::atomic<bool> g_fallback{false};
 
 
 struct Registrar {
@@ -554,7 +567,10 @@ struct Registrar {
 void register_storage_hooks();  // runtime.cpp
 
 void register_opencl() {
-  register_backend(Device::Kind::opencl, &kOpenclBackend);
+  const char* e = std::getenv("GRAFT_OPENCL_FALLBACK");
+  const bool on = e && std::string(e) == "1";
+  g_fallback = on;
+  register_backend(Device::Kind::opencl, on ? &kFallbackBackend : &kOpenclBackend);
   register_storage_hooks();
 }
 
@@ -562,4 +578,10 @@ void register_opencl() {
 
 namespace graft::opencl {
 void set_matmul_kernel(MatmulKernel k) { ocl::g_matmul_kernel.store(int(k)); }
+void set_cpu_fallback(bool on) {
+  ocl::g_fallback = on;
+  register_backend(Device::Kind::opencl, on ? &ocl::kFallbackBackend : &ocl::kOpenclBackend);
+}
+bool cpu_fallback() { return ocl::g_fallback.load(); }
+uint64_t fallback_calls() { return ocl::fallback_calls(); }
 }  // namespace graft::opencl

@@ -46,4 +46,13 @@ void synchronize(int device);
 enum class MatmulKernel { automatic, naive, tiled, vec };
 void set_matmul_kernel(MatmulKernel k);
 
+// The opt-in CPU fallback: while on, an op with no OpenCL kernel runs its CPU kernel on host
+// copies of the device data (one warning per op on stderr) instead of raising "no kernel for
+// device". Starts on when the environment has GRAFT_OPENCL_FALLBACK=1. Not thread-safe against
+// ops running concurrently on other threads.
+void set_cpu_fallback(bool on);
+bool cpu_fallback();
+// How many kernel calls the fallback has run on the CPU so far (tests, diagnostics).
+uint64_t fallback_calls();
+
 }  // namespace graft::opencl

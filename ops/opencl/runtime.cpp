@@ -182,7 +182,8 @@ cl_program Context::program(DType t, const char* op) {
   src += embedded_source("index.cl");
   if (fl) {
     src += generate_elementwise(t);
-    for (const char* f : {"reduce.cl", "matmul.cl", "norm.cl", "loss.cl", "random.cl", "optim.cl"})
+    for (const char* f : {"reduce.cl", "matmul.cl", "norm.cl", "loss.cl", "random.cl", "optim.cl",
+                          "conv.cl", "attention.cl"})  // attention.cl uses random.cl's philox2
       src += embedded_source(f);
   }
   const char* s = src.c_str();
@@ -437,6 +438,10 @@ void Launch::run(int dims, const size_t* global, const size_t* local) {
   check(clEnqueueNDRangeKernel(c_.queue, k_, cl_uint(dims), nullptr, global, local, 0, nullptr,
                                nullptr),
         "clEnqueueNDRangeKernel", op_);
+}
+
+void copy_bytes(void* dst, Device dd, const void* src, Device sd, size_t n) {
+  if (n) copy_hook(dst, dd, src, sd, n);
 }
 
 void register_storage_hooks() {

@@ -115,6 +115,9 @@ std::string generate_compare();
 // The embedded .cl files (generated at build time from ops/opencl/kernels/*.cl).
 const char* embedded_source(const char* file);
 
+// n bytes between any two of host and device addresses (blocking for device -> host).
+void copy_bytes(void* dst, Device dd, const void* src, Device sd, size_t n);
+
 // Registers the back-end table, the Storage allocator and the copy hook (called once).
 void register_opencl();
 

@@ -19,5 +19,8 @@ void reset_pool_stats(int device) { unavailable(device); }
 void empty_cache(int device) { unavailable(device); }
 void synchronize(int device) { unavailable(device); }
 void set_matmul_kernel(MatmulKernel) {}
+void set_cpu_fallback(bool) {}
+bool cpu_fallback() { return false; }
+uint64_t fallback_calls() { return 0; }
 
 }  // namespace graft::opencl
