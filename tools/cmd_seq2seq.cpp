@@ -58,8 +58,8 @@ struct Seq2SeqArgs {
   bool bidirectional = false, no_input_feeding = false;
   double dropout = 0.0, sampling = 0.0, doubly_stochastic = 0.0;
   int64_t steps = 2000, batch = 64, seed = 1, eval_every = 250, eval_size = 500;
-  double lr = 2e-3, clip = 5.0, target = 0.0;
-  int64_t beam = 1, max_out = 0, vocab_size = 8000, threads = 1;
+  double lr = 2e-3, clip = 5.0, target = 0.0, max_minutes = 0.0;
+  int64_t beam = 1, max_out = 0, vocab_size = 8000, threads = 1, length_bin = 10;
   double length_penalty = 1.0;
   std::string run_dir;
   bool resume = false, overwrite = false;
@@ -211,6 +211,8 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   Generator sampling_gen(uint64_t(a.seed) + 7);
   int64_t reached_step = -1;
   double reached_time = 0;
+  bool out_of_time = false;  // --max-minutes: the wall-clock training budget ran out
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
 
   nn::TrainerOptions to;
   to.max_steps = a.steps;
@@ -225,6 +227,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   nlohmann::ordered_json cfg = nlohmann::json::parse(mo.to_json());
   cfg["task"] = a.task;
   cfg["steps"] = a.steps;
+  cfg["max_minutes"] = a.max_minutes;
   cfg["batch"] = a.batch;
   cfg["lr"] = a.lr;
   cfg["sampling"] = a.sampling;
@@ -241,6 +244,11 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
         for (int64_t i : idx) bx.push_back(xs[size_t(i)]), by.push_back(ys[size_t(i)]);
         const data::Seq2SeqBatch b = data::make_seq2seq_batch(bx, by);
         models::LossOutput l = model.loss(b, a.sampling, &sampling_gen);
+        if (a.max_minutes > 0 && !out_of_time && elapsed() >= 60 * a.max_minutes) {
+          out_of_time = true;  // this step still completes; fit() returns after it
+          fmt::print(stderr, "training budget of {} min used up at step {}: stopping\n", a.max_minutes, step + 1);
+          trainer_ptr->request_stop();
+        }
         return {l.loss, l.tokens};
       },
       [&]() -> std::map<std::string, double> {
@@ -267,7 +275,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   src_tok->vocab().save(run_dir + "/src_vocab.txt");
   tgt_tok->vocab().save(run_dir + "/tgt_vocab.txt");
 
-  const int64_t bin = c.word ? 10 : (a.task == "date" ? 0 : 10);
+  const int64_t bin = a.task == "date" ? 0 : a.length_bin;  // date sources are all short
   const auto te0 = std::chrono::steady_clock::now();
   EvalResult r = evaluate(model, *tgt_tok, tx, ty, c.test, dopt, bin);
   const double eval_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - te0).count();
@@ -282,7 +290,8 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   res["cell"] = a.cell;
   res["attention"] = a.attention;
   res["steps"] = tr.step;
-  res["stop_reason"] = reached_step >= 0 ? "target reached" : nn::stop_reason_name(tr.reason);
+  const std::string stop = reached_step >= 0 ? "target reached" : out_of_time ? "time budget" : nn::stop_reason_name(tr.reason);
+  res["stop_reason"] = stop;
   res["train_wall_s"] = train_secs;
   res["reached_target_step"] = reached_step;
   res["reached_target_wall_s"] = reached_time;
@@ -309,9 +318,9 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
     f << res.dump(1) << "\n";
   }
   fmt::print("{} steps in {:.1f} s ({}); run directory {} (model.safetensors, results.json); try: graft translate --run-dir {} TEXT\n",
-             tr.step, train_secs, reached_step >= 0 ? "target reached" : nn::stop_reason_name(tr.reason), run_dir, run_dir);
-  // a stop requested because --target was reached is a success, not an interruption
-  return tr.reason == nn::StopReason::interrupted && reached_step < 0 ? 130 : 0;
+             tr.step, train_secs, stop, run_dir, run_dir);
+  // a stop requested because --target was reached or the time budget ran out is a success
+  return tr.reason == nn::StopReason::interrupted && reached_step < 0 && !out_of_time ? 130 : 0;
 }
 
 // ---------------------------------------------------------------- graft translate
@@ -437,7 +446,9 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   t->add_option("--tsv-test", a->tsv_test, "--task tsv: test file");
   t->add_option("--seed", a->seed, "Seed of the data, the weights and the batches")->capture_default_str()->check(nonneg);
   t->add_option("--eval-every", a->eval_every, "Decode --eval-size validation pairs every N steps (0 = never)")->capture_default_str()->check(nonneg);
-  t->add_option("--target", a->target, "Stop once validation exact match reaches this (0 = off), e.g. 0.99")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  t->add_option("--target,--target-exact", a->target, "Stop once validation exact match reaches this (0 = off), e.g. 0.99")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  t->add_option("--max-minutes", a->max_minutes, "Wall-clock training budget in minutes, counted from the start (0 = off); the test evaluation runs after it")->capture_default_str()->check(positive_real("--max-minutes"));
+  t->add_option("--length-bin", a->length_bin, "Width of the source-length buckets of the test table (0 = no table; not for date)")->capture_default_str()->check(nonneg);
   t->add_option("--beam", a->beam, "Beam width for the test evaluation (1 = greedy)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
   t->add_option("--length-penalty", a->length_penalty, "Beam ranking: logp / len^alpha")->capture_default_str()->check(positive_real("--length-penalty"));
   t->add_option("--max-out", a->max_out, "Most output tokens (0 = 2 x longest reference + 10)")->capture_default_str()->check(nonneg);

@@ -8,8 +8,16 @@ trap 'rm -rf "$d"' EXIT
 export OMP_NUM_THREADS=1
 
 "$G" train seq2seq --task reverse --steps 40 --eval-every 20 --hidden 32 --embed 16 \
-  --train-size 300 --valid-size 30 --test-size 30 --run-dir "$d/s2s" >"$d/out" 2>&1
+  --train-size 300 --valid-size 30 --test-size 30 --run-dir "$d/s2s" \
+  --test-min-len 4 --test-max-len 11 --length-bin 4 --target-exact 0.99 >"$d/out" 2>&1
 test -s "$d/s2s/model.safetensors"
+# the held-out lengths 4..11 in buckets of 4: rows 4-7 and 8-11, and nothing else
+grep -Eq '^ +4-7 ' "$d/out" && grep -Eq '^ +8-11 ' "$d/out"
+test "$(grep -c '"from"' "$d/s2s/results.json")" -eq 2
+# a wall-clock budget far below one step: exactly one step runs, then the test evaluation
+"$G" train seq2seq --task copy --steps 500 --eval-every 0 --hidden 16 --embed 8 --train-size 100 \
+  --valid-size 10 --test-size 10 --max-minutes 0.000001 --run-dir "$d/s2s-t" >"$d/out" 2>&1
+grep -q '"steps": 1,' "$d/s2s-t/results.json" && grep -q '"stop_reason": "time budget"' "$d/s2s-t/results.json"
 "$G" translate --run-dir "$d/s2s" abc --beam 3 --heatmap "$d/h.png" >"$d/out" 2>&1
 grep -q "wrote" "$d/out"
 test -s "$d/h.png"
