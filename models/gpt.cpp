@@ -112,6 +112,8 @@ std::vector<int64_t> GPT::generate(const std::vector<int64_t>& prompt, int64_t m
   NoGradGuard ng;
   std::vector<int64_t> context = prompt, out;
   GPTCache cache;
+  cache.layers.resize(blocks.size());
+  for (nn::KVCache& c : cache.layers) c.capacity = int64_t(prompt.size()) + max_new_tokens;  // preallocated
   Tensor next = from_vector(prompt, {1, int64_t(prompt.size())});
   try {
     for (int64_t t = 0; t < max_new_tokens; ++t) {

@@ -2,6 +2,7 @@
 // label-smoothed loss, and a KV-cached incremental decoder for greedy and beam search.
 #include "models/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -197,8 +198,12 @@ namespace {
 
 class TransformerDecoder final : public IncrementalDecoder {
  public:
-  TransformerDecoder(Transformer& m, Tensor memory, Tensor pad, bool cached)
-      : m_(m), memory_(std::move(memory)), pad_(std::move(pad)), cached_(cached) {}
+  // capacity: the positions each layer's self-attention cache preallocates (the longest decode)
+  TransformerDecoder(Transformer& m, Tensor memory, Tensor pad, bool cached, int64_t capacity)
+      : m_(m), memory_(std::move(memory)), pad_(std::move(pad)), cached_(cached) {
+    cache_.layers.resize(m.decoder_stack->layers.size());
+    for (nn::DecoderLayerCache& l : cache_.layers) l.self_attn.capacity = capacity;
+  }
 
   Tensor step(const Tensor& prev) override {
     NoGradGuard ng;
@@ -221,12 +226,10 @@ class TransformerDecoder final : public IncrementalDecoder {
     memory_ = index_select(memory_, 0, index);
     if (pad_.defined()) pad_ = index_select(pad_.to(DType::i64), 0, index).to(DType::b8);
     if (prefix_.defined()) prefix_ = index_select(prefix_, 0, index);
-    for (nn::DecoderLayerCache& l : cache_.layers)
-      for (nn::KVCache* c : {&l.self_attn, &l.cross_attn})
-        if (c->k.defined()) {
-          c->k = index_select(c->k, 0, index);
-          c->v = index_select(c->v, 0, index);
-        }
+    for (nn::DecoderLayerCache& l : cache_.layers) {
+      l.self_attn.reorder(index);
+      l.cross_attn.reorder(index);
+    }
   }
 
  private:
@@ -239,12 +242,13 @@ class TransformerDecoder final : public IncrementalDecoder {
 }  // namespace
 
 std::unique_ptr<IncrementalDecoder> Transformer::decoder(const Tensor& src, const Tensor& lengths,
-                                                         bool use_cache) {
+                                                         bool use_cache, int64_t max_steps) {
   NoGradGuard ng;
   check_ids(src, "src");
   Tensor pad = padding_of(data::length_mask(lengths, src.size(1)));
   Tensor memory = encode(src, pad);
-  return std::make_unique<TransformerDecoder>(*this, memory, pad, use_cache);
+  const int64_t capacity = max_steps > 0 ? std::min(max_steps, options.max_len) : options.max_len;
+  return std::make_unique<TransformerDecoder>(*this, memory, pad, use_cache, capacity);
 }
 
 std::vector<Hypothesis> Transformer::translate(const std::vector<std::vector<int64_t>>& src,
@@ -262,7 +266,7 @@ std::vector<Hypothesis> Transformer::translate(const std::vector<std::vector<int
       data::Seq2SeqBatch b = data::make_seq2seq_batch(chunk);
       DecodeOptions o = opt;
       o.max_len = std::min<int64_t>(opt.max_len, options.max_len - 1);
-      auto dec = decoder(b.src, b.src_lengths, use_cache);
+      auto dec = decoder(b.src, b.src_lengths, use_cache, o.max_len + 1);
       auto hyps = opt.beam > 1 ? beam_search(*dec, b.size(), o) : greedy_decode(*dec, b.size(), o);
       out.insert(out.end(), hyps.begin(), hyps.end());
     }

@@ -72,9 +72,10 @@ class Transformer : public nn::Module {
   Tensor forward_logits(const data::Seq2SeqBatch& batch);
   TransformerLoss loss(const data::Seq2SeqBatch& batch, double label_smoothing = 0.1);
 
-  // A decoder over B rows of these sources for greedy_decode / beam_search.
+  // A decoder over B rows of these sources for greedy_decode / beam_search. With the cache,
+  // each decoder layer preallocates max_steps positions (0: options.max_len) of keys/values.
   std::unique_ptr<IncrementalDecoder> decoder(const Tensor& src, const Tensor& src_lengths,
-                                              bool use_cache = true);
+                                              bool use_cache = true, int64_t max_steps = 0);
   // Decodes in eval mode without grad (restores the previous mode); beam 1 = greedy search.
   std::vector<Hypothesis> translate(const std::vector<std::vector<int64_t>>& src,
                                     const DecodeOptions& opt, int64_t batch_size = 64,

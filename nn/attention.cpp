@@ -129,22 +129,9 @@ AttentionResult MultiheadAttention::forward(const Tensor& query, const Tensor& k
     }
   }
   if (cache) {
-    if (reuse) {
-      k = cache->k;
-      v = cache->v;
-    } else if (cache->static_kv || !cache->k.defined()) {
-      cache->k = k;
-      cache->v = v;
-    } else {
-      GRAFT_CHECK(cache->k.size(0) == B,
-                  "MultiheadAttention: the KV cache holds batch {} but the query has batch {}; "
-                  "hint: reset() the cache between sequences",
-                  cache->k.size(0), B);
-      k = cat({cache->k, k}, 2);  // append this call's keys/values: [B, H, S_cached + L, Dh]
-      v = cat({cache->v, v}, 2);
-      cache->k = k;
-      cache->v = v;
-    }
+    if (!reuse) cache->append(k, v);  // in place: [B, H, S_cached + L, Dh] (nn/kv_cache.h)
+    k = cache->k;
+    v = cache->v;
   }
   const int64_t S = k.size(2);
 

@@ -16,8 +16,9 @@
 //   is_causal: query i sees keys j <= i (+ the cached length with a KV cache).
 // Any combination is allowed; a query whose keys are all masked gets zeros.
 //
-// Incremental decoding: pass a KVCache. Self-attention appends this call's keys and values to
-// it (so a decoder feeds one token at a time and attends to everything so far); with
+// Incremental decoding: pass a KVCache (nn/kv_cache.h). Self-attention appends this call's keys
+// and values to it, in place in preallocated buffers (so a decoder feeds one token at a time and
+// attends to everything so far); with
 // `static_kv` (cross-attention over an encoder memory) the first call projects the memory and
 // later calls reuse it without looking at `key`/`value`.
 #pragma once
@@ -26,16 +27,10 @@
 #include <optional>
 
 #include "autograd/attention.h"
+#include "nn/kv_cache.h"
 #include "nn/layers.h"
 
 namespace graft::nn {
-
-struct KVCache {
-  Tensor k, v;             // [B, H, S_cached, head_dim]; undefined until the first call
-  bool static_kv = false;  // cross-attention: project key/value once, then reuse
-  int64_t length() const { return k.defined() ? k.size(2) : 0; }
-  void reset() { k = Tensor(); v = Tensor(); }
-};
 
 struct MultiheadAttentionForward {
   Tensor key_padding_mask;   // [B, S] (S = all keys, cached ones included)

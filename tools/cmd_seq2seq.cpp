@@ -38,6 +38,7 @@
 #include "nn/scheduler.h"
 #include "nn/trainer.h"
 #include "ops/error.h"
+#include "tools/cmd_transformer.h"
 #include "tools/commands.h"
 #include "tools/heatmap.h"
 #include "tools/plot.h"
@@ -330,12 +331,19 @@ struct TranslateArgs {
   int64_t beam = 5, max_len = 0, threads = 1;
   double length_penalty = 1.0;
   std::string heatmap;
+  int64_t layer = -1, head = 0;  // Transformer runs: the cross-attention map to draw
 };
 
 int cmd_translate(const TranslateArgs& a) {
   omp_set_num_threads(int(a.threads));
   const std::string mpath = a.run_dir + "/model.safetensors";
   const nn::SafetensorsFile f = nn::load_safetensors(mpath);
+  if (is_transformer_run(f.metadata)) {  // from graft train transformer: tools/cmd_transformer.cpp
+    TransformerTranslateArgs t{a.run_dir, a.inputs, a.beam, a.max_len, a.threads, a.length_penalty, a.heatmap, a.layer, a.head};
+    if (t.inputs.empty())
+      for (std::string line; std::getline(std::cin, line);) t.inputs.push_back(line);
+    return translate_transformer(t);
+  }
   auto meta = [&](const std::string& k) {
     auto it = f.metadata.find(k);
     GRAFT_CHECK(it != f.metadata.end(), "translate: {} has no '{}' metadata; hint: it must come from "
@@ -464,13 +472,15 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
                   }});
 
   auto ta = std::make_shared<TranslateArgs>();
-  CLI::App* tr = app.add_subcommand("translate", "Decode input lines (arguments or stdin) with a model from 'graft train seq2seq'");
+  CLI::App* tr = app.add_subcommand("translate", "Decode input lines (arguments or stdin) with a model from 'graft train seq2seq' or 'graft train transformer'");
   tr->add_option("--run-dir", ta->run_dir, "The training run directory (model.safetensors, src_vocab.txt, tgt_vocab.txt)")->required();
   tr->add_option("inputs", ta->inputs, "Input lines (default: read stdin)");
   tr->add_option("--beam", ta->beam, "Beam width (1 = greedy)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
   tr->add_option("--max-len", ta->max_len, "Most output tokens (0 = 2 x input + 10)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(100000)));
   tr->add_option("--length-penalty", ta->length_penalty, "Beam ranking: logp / len^alpha")->capture_default_str()->check(positive_real("--length-penalty"));
   tr->add_option("--heatmap,--attention-png", ta->heatmap, "Write the first input's cross-attention matrix as a PNG");
+  tr->add_option("--layer", ta->layer, "Transformer runs: decoder layer of the heatmap (-1 = last)")->capture_default_str();
+  tr->add_option("--head", ta->head, "Transformer runs: cross-attention head of the heatmap (-1 = mean of heads)")->capture_default_str();
   tr->add_option("--threads", ta->threads, "OpenMP threads")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(256)));
   cmds.push_back({tr, [ta] { return cmd_translate(*ta); }});
 

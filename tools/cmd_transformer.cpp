@@ -1,235 +1,468 @@
 // `graft train transformer`: the encoder-decoder Transformer on a synthetic task (copy, reverse,
-// sort, date), label-smoothed cross-entropy, Adam with the Noam warmup schedule, bucketed
-// batches; held-out exact match with greedy and beam (KV-cached) decoding.
-// `graft train gpt`: a GPT-style causal LM on the date task's lines ("source -> target"),
-// character level; validation perplexity and seeded samples.
-// A plain training loop (progress on stderr, one line per --log-every steps); --run-dir writes
-// model.safetensors, vocab.txt and config.json at the end.
+// sort, date; character level, one joint vocabulary) or a parallel corpus (the Bible EN->ES or
+// any TSV; word level by default, one vocabulary per side), trained with nn::Trainer: Adam
+// (beta2 0.98) with the Noam warmup schedule, label-smoothed cross-entropy, bucketed batches,
+// gradient clipping. Held-out exact match (and BLEU on corpora) with greedy and beam
+// (KV-cached) decoding. `graft translate` of a Transformer run is translate_transformer().
+//
+//   graft train transformer --task date --steps 1500 --run-dir runs/tf-date
+//   graft train transformer --task date --steps 3000 --run-dir runs/tf-date --resume
+//   graft translate --run-dir runs/tf-date "3rd of March 2021" --attention-png attn.png
+//
+// The run directory holds the trainer's files (metrics.jsonl for `graft plot`, checkpoint/ for
+// --resume, config.json), then model.safetensors (metadata: the model options, tokenizer kind),
+// src_vocab.txt / tgt_vocab.txt and results.json.
+#include "tools/cmd_transformer.h"
+
 #include <omp.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "autograd/grad_mode.h"
 #include "data/batching.h"
+#include "data/bleu.h"
+#include "data/parallel_corpus.h"
 #include "data/seq2seq_tasks.h"
 #include "data/tokenizer.h"
-#include "models/gpt.h"
 #include "models/transformer.h"
-#include "nn/clip.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
 #include "nn/scheduler.h"
+#include "nn/trainer.h"
 #include "ops/error.h"
-#include "tools/commands.h"
+#include "tools/heatmap.h"
+#include "tools/plot.h"
 
 namespace graft::tools {
 
 namespace {
 
-struct Args {
-  std::string task = "date";
-  int64_t steps = 2000, batch = 64, seed = 1, threads = 2, log_every = 100;
-  int64_t d_model = 128, heads = 4, layers = 2, ffn = 512, warmup = 400;
-  double dropout = 0.1, label_smoothing = 0.1, lr_scale = 1.0, clip = 1.0;
-  int64_t train_size = 20000, test_size = 500, min_len = 3, max_len = 10, symbols = 10, beam = 4;
-  bool pre_norm = false;
-  std::string run_dir;
-};
-
+using Ids = std::vector<std::vector<int64_t>>;
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-void save_run(const std::string& dir, nn::Module& m, const data::Tokenizer& tok, const std::string& config) {
-  if (dir.empty()) return;
-  std::filesystem::create_directories(dir);
-  nn::save_safetensors(dir + "/model.safetensors", m.state_dict());
-  tok.vocab().save(dir + "/vocab.txt");
-  std::ofstream(dir + "/config.json") << config << "\n";
-  fmt::print("saved {}/model.safetensors, vocab.txt, config.json\n", dir);
+struct Args {
+  std::string task = "date";
+  std::string data_dir = "datasets", tsv_train, tsv_test, tokenizer = "word";
+  int64_t steps = 2000, batch = 64, seed = 1, threads = 2, log_every = 0;
+  int64_t d_model = 128, heads = 4, layers = 2, ffn = 512, warmup = 400;
+  double dropout = 0.1, label_smoothing = 0.1, lr_scale = 1.0, clip = 1.0, target = 0.0;
+  int64_t train_size = 20000, valid_size = 200, test_size = 500, eval_every = 0, eval_size = 200;
+  int64_t min_len = 3, max_len = 10, symbols = 10, beam = 4, vocab_size = 8000, max_out = 0;
+  int64_t max_train_len = 0, checkpoint_every = 0;
+  double length_penalty = 1.0, time_budget = 0.0;
+  bool pre_norm = false, resume = false, overwrite = false;
+  std::string run_dir;
+};
+
+bool is_corpus(const std::string& task) { return task == "bible" || task == "tsv"; }
+
+// The data, tokenized. Synthetic tasks share one character vocabulary (src_tok == tgt_tok's
+// vocabulary, embeddings shared); corpora get one vocabulary per side.
+struct Data {
+  std::vector<data::Example> train, valid, test;
+  std::unique_ptr<data::Tokenizer> src_tok, tgt_tok;
+  bool joint = false;
+  Ids xs, ys, vx, vy, tx, ty;
+};
+
+std::unique_ptr<data::Tokenizer> fit(const std::string& kind, const std::vector<std::string>& texts,
+                                     int64_t max_size) {
+  if (kind == "word") return std::make_unique<data::WordTokenizer>(data::WordTokenizer::fit(texts, true, true, 1, max_size));
+  return std::make_unique<data::CharTokenizer>(data::CharTokenizer::fit(texts, 1, max_size));
+}
+
+Ids encode(const data::Tokenizer& tok, const std::vector<data::Example>& ex, bool target) {
+  Ids out;
+  for (const auto& e : ex) {
+    auto ids = tok.encode(target ? e.target : e.source);
+    if (ids.empty()) ids.push_back(data::kUnk);  // a side of only spaces: one <unk>
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
+Data load_data(const Args& a) {
+  Data d;
+  if (is_corpus(a.task)) {
+    const std::string dir = a.data_dir + "/bible-en-es";
+    const std::string tr = a.task == "tsv" ? a.tsv_train : dir + "/train.tsv";
+    const std::string te = a.task == "tsv" ? a.tsv_test : dir + "/test.tsv";
+    GRAFT_CHECK(!tr.empty() && !te.empty(), "train transformer: --task tsv needs --tsv-train and --tsv-test");
+    d.train = data::read_parallel_tsv(tr, a.train_size);
+    if (a.task == "bible") d.valid = data::read_parallel_tsv(dir + "/dev.tsv", a.valid_size);
+    if (d.valid.empty()) {  // tsv: the last valid_size training pairs (kept in training too)
+      const size_t n = std::min(d.train.size(), size_t(a.valid_size));
+      d.valid.assign(d.train.end() - long(n), d.train.end());
+    }
+    d.test = data::read_parallel_tsv(te, a.test_size);
+  } else {
+    data::TaskSplit s = data::make_task_split(
+        a.task, a.train_size, a.valid_size, a.test_size,
+        {.min_len = a.min_len, .max_len = a.max_len, .num_symbols = a.symbols}, a.min_len, a.max_len,
+        uint64_t(a.seed));
+    d.train = std::move(s.train);
+    d.valid = std::move(s.valid);
+    d.test = std::move(s.test);
+  }
+  GRAFT_CHECK(!d.train.empty() && !d.valid.empty() && !d.test.empty(),
+              "train transformer: empty data (train {}, valid {}, test {})", d.train.size(),
+              d.valid.size(), d.test.size());
+  std::vector<std::string> srcs, tgts;
+  for (const auto& e : d.train) srcs.push_back(e.source), tgts.push_back(e.target);
+  if (is_corpus(a.task)) {
+    d.src_tok = fit(a.tokenizer, srcs, a.vocab_size);
+    d.tgt_tok = fit(a.tokenizer, tgts, a.vocab_size);
+  } else {
+    d.joint = true;
+    std::vector<std::string> both = srcs;
+    both.insert(both.end(), tgts.begin(), tgts.end());
+    d.src_tok = fit("char", both, 0);
+    d.tgt_tok = data::make_tokenizer("char", d.src_tok->vocab());
+  }
+  d.xs = encode(*d.src_tok, d.train, false);
+  d.ys = encode(*d.tgt_tok, d.train, true);
+  if (a.max_train_len > 0) {  // drop long training pairs (either side, in tokens)
+    Ids xs, ys;
+    for (size_t i = 0; i < d.xs.size(); ++i)
+      if (int64_t(d.xs[i].size()) <= a.max_train_len && int64_t(d.ys[i].size()) <= a.max_train_len)
+        xs.push_back(d.xs[i]), ys.push_back(d.ys[i]);
+    GRAFT_CHECK(!xs.empty(), "train transformer: no training pair has <= {} tokens (--max-train-len)", a.max_train_len);
+    d.xs = std::move(xs);
+    d.ys = std::move(ys);
+  }
+  d.vx = encode(*d.src_tok, d.valid, false);
+  d.vy = encode(*d.tgt_tok, d.valid, true);
+  d.tx = encode(*d.src_tok, d.test, false);
+  d.ty = encode(*d.tgt_tok, d.test, true);
+  return d;
+}
+
+int64_t longest(const std::vector<const Ids*>& sets) {
+  int64_t n = 0;
+  for (const Ids* s : sets)
+    for (const auto& x : *s) n = std::max<int64_t>(n, int64_t(x.size()));
+  return n;
+}
+
+std::string lower_ascii(std::string s) {
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+  return s;
+}
+
+struct Eval {
+  double exact = 0, bleu = 0, bleu_lower = 0;
+  std::vector<std::string> outputs;
+};
+
+// Decodes the first n pairs (0: all); exact match on token ids, corpus BLEU against the raw
+// references (as the recurrent model reports it) and against ASCII-lowercased ones.
+Eval evaluate(models::Transformer& m, const data::Tokenizer& tgt_tok, const Ids& src, const Ids& ref,
+              const std::vector<data::Example>& ex, const models::DecodeOptions& dopt, int64_t n,
+              int64_t batch) {
+  const size_t count = n > 0 ? std::min(src.size(), size_t(n)) : src.size();
+  const Ids s(src.begin(), src.begin() + long(count));
+  const auto hyps = m.translate(s, dopt, batch);
+  Eval r;
+  std::vector<std::vector<std::string>> refs, refs_lower;
+  int64_t exact = 0;
+  for (size_t i = 0; i < count; ++i) {
+    exact += hyps[i].tokens == ref[i];
+    r.outputs.push_back(tgt_tok.decode(hyps[i].tokens));
+    refs.push_back({ex[i].target});
+    refs_lower.push_back({lower_ascii(ex[i].target)});
+  }
+  r.exact = double(exact) / double(std::max<size_t>(count, 1));
+  r.bleu = data::corpus_bleu(r.outputs, refs).score;
+  r.bleu_lower = data::corpus_bleu(r.outputs, refs_lower).score;
+  return r;
+}
+
+// Teacher-forced cross-entropy per target token (no smoothing) over all pairs.
+double mean_nll(models::Transformer& m, const Ids& xs, const Ids& ys, int64_t batch) {
+  double sum = 0;
+  int64_t tokens = 0;
+  for (size_t i = 0; i < xs.size(); i += size_t(batch)) {
+    const size_t j = std::min(xs.size(), i + size_t(batch));
+    const Ids bx(xs.begin() + long(i), xs.begin() + long(j)), by(ys.begin() + long(i), ys.begin() + long(j));
+    const models::TransformerLoss l = m.loss(data::make_seq2seq_batch(bx, by), 0.0);
+    sum += l.nll * double(l.tokens);
+    tokens += l.tokens;
+  }
+  return sum / double(std::max<int64_t>(tokens, 1));
 }
 
 int train_transformer(const Args& a) {
+  const auto t_start = Clock::now();
   omp_set_num_threads(int(a.threads));
-  manual_seed(uint64_t(a.seed));
-  data::TaskSplit split = data::make_task_split(
-      a.task, a.train_size, 200, a.test_size,
-      {.min_len = a.min_len, .max_len = a.max_len, .num_symbols = a.symbols}, a.min_len, a.max_len,
-      uint64_t(a.seed));
-  std::vector<std::string> texts;
-  for (const auto& e : split.train) texts.push_back(e.source), texts.push_back(e.target);
-  data::CharTokenizer tok = data::CharTokenizer::fit(texts);  // one joint vocabulary
-  std::vector<std::vector<int64_t>> xs, ys;
-  std::vector<int64_t> lengths;
-  for (const auto& e : split.train) {
-    xs.push_back(tok.encode(e.source));
-    ys.push_back(tok.encode(e.target));
-    lengths.push_back(int64_t(xs.back().size()));
-  }
-  int64_t longest = 0;
-  for (const auto& e : split.test) longest = std::max<int64_t>(longest, int64_t(tok.encode(e.target).size()));
-  for (const auto& e : split.train) longest = std::max<int64_t>(longest, int64_t(tok.encode(e.source).size()));
-  models::TransformerOptions mo{.src_vocab = tok.vocab().size(), .tgt_vocab = tok.vocab().size(),
+  Data d = load_data(a);
+  const bool corpus = is_corpus(a.task);
+  const int64_t max_ref = longest({&d.ty, &d.vy});
+  const models::DecodeOptions dopt{.beam = a.beam, .max_len = a.max_out ? a.max_out : 2 * max_ref + 10,
+                                   .length_penalty = a.length_penalty};
+  models::DecodeOptions greedy = dopt;
+  greedy.beam = 1;
+  models::TransformerOptions mo{.src_vocab = d.src_tok->vocab().size(), .tgt_vocab = d.tgt_tok->vocab().size(),
                                 .d_model = a.d_model, .nhead = a.heads,
                                 .num_encoder_layers = a.layers, .num_decoder_layers = a.layers,
                                 .dim_feedforward = a.ffn, .dropout = a.dropout,
-                                .norm_first = a.pre_norm, .share_embeddings = true,
-                                .max_len = 2 * longest + 16};
+                                .norm_first = a.pre_norm, .share_embeddings = d.joint,
+                                .max_len = std::max(longest({&d.xs, &d.ys, &d.vx, &d.tx}), dopt.max_len) + 2};
+  manual_seed(uint64_t(a.seed));
   models::Transformer model(mo);
   optim::Adam opt(model.parameters(), {.lr = 1.0, .beta2 = 0.98, .eps = 1e-9});
   optim::Noam sched(opt, a.d_model, a.warmup, a.lr_scale);
-  fmt::print("task {}: {} train / {} test pairs, vocab {}; {}, {} parameters; {} steps of {}, "
-             "{} thread(s)\n",
-             a.task, split.train.size(), split.test.size(), mo.src_vocab, model.repr(),
+  fmt::print("task {}: {} train / {} valid / {} test pairs, vocab {} -> {} ({}-level{}); {}, {} "
+             "parameters; {} steps of {}, {} thread(s)\n",
+             a.task, d.xs.size(), d.valid.size(), d.test.size(), mo.src_vocab, mo.tgt_vocab,
+             corpus ? a.tokenizer : "char", d.joint ? ", joint" : "", model.repr(),
              model.num_parameters(), a.steps, a.batch, a.threads);
   std::fflush(stdout);
-  const auto t0 = Clock::now();
-  int64_t epoch = -1, pos = 0, tokens = 0;
-  std::vector<std::vector<int64_t>> batches;
-  for (int64_t step = 1; step <= a.steps; ++step) {
-    if (pos >= int64_t(batches.size())) {
-      Generator g(uint64_t(a.seed) * 7919u + uint64_t(++epoch));
-      batches = data::bucket_batches(lengths, a.batch, g);
-      pos = 0;
+
+  // Batches are a pure function of the step (epoch e is bucketed with its own seed), so a
+  // resumed run sees the same batches as an uninterrupted one.
+  std::vector<int64_t> lengths;
+  for (const auto& x : d.xs) lengths.push_back(int64_t(x.size()));
+  const int64_t per_epoch = (int64_t(d.xs.size()) + a.batch - 1) / a.batch;
+  int64_t cached_epoch = -1;
+  std::vector<std::vector<int64_t>> epoch_batches;
+  auto batch_at = [&](int64_t step) -> const std::vector<int64_t>& {
+    const int64_t e = step / per_epoch;
+    if (e != cached_epoch) {
+      Generator g(uint64_t(a.seed) * 7919u + uint64_t(e));
+      epoch_batches = data::bucket_batches(lengths, a.batch, g);
+      cached_epoch = e;
     }
-    std::vector<std::vector<int64_t>> src, tgt;
-    for (int64_t i : batches[size_t(pos++)]) src.push_back(xs[size_t(i)]), tgt.push_back(ys[size_t(i)]);
-    data::Seq2SeqBatch b = data::make_seq2seq_batch(src, tgt);
-    opt.zero_grad();
-    models::TransformerLoss l = model.loss(b, a.label_smoothing);
-    l.loss.backward();
-    if (a.clip > 0) nn::clip_grad_norm_(model.parameters(), a.clip);
-    opt.step();
-    sched.step();
-    tokens += l.tokens;
-    if (step % a.log_every == 0 || step == a.steps)
-      fmt::print(stderr, "step {:6d}  loss {:.4f}  nll {:.4f}  lr {:.2e}  {:.0f} tgt tok/s\n", step,
-                 l.loss.item<double>(), l.nll, sched.get_last_lr()[0], double(tokens) / since(t0));
-  }
-  const double train_s = since(t0);
-  std::vector<std::vector<int64_t>> tx;
-  for (const auto& e : split.test) tx.push_back(tok.encode(e.source));
+    return epoch_batches[size_t(step % int64_t(epoch_batches.size()))];
+  };
+
+  nn::TrainerOptions to;
+  to.max_steps = a.steps;
+  to.eval_every = a.eval_every;
+  to.checkpoint_every = a.checkpoint_every;
+  to.run_dir = a.run_dir;
+  to.resume = a.resume;
+  to.overwrite = a.overwrite;
+  to.clip_grad_norm = a.clip;
+  to.items_name = "tokens";
+  to.log_every = a.log_every;
+  to.early_stopping_metric = "exact";
+  to.early_stopping_mode = "max";
+  nlohmann::ordered_json cfg = nlohmann::json::parse(mo.to_json());
+  cfg["model"] = "transformer";
+  cfg["task"] = a.task;
+  cfg["tokenizer"] = corpus ? a.tokenizer : "char";
+  for (auto [k, v] : {std::pair<const char*, int64_t>{"steps", a.steps}, {"batch", a.batch}, {"warmup", a.warmup},
+                      {"train_size", a.train_size}, {"max_train_len", a.max_train_len}, {"seed", a.seed},
+                      {"threads", a.threads}})
+    cfg[k] = v;
+  cfg["lr_scale"] = a.lr_scale;
+  cfg["label_smoothing"] = a.label_smoothing;
+  to.config_json = cfg.dump();
+  nn::Trainer* trainer_ptr = nullptr;
+  int64_t reached_step = -1;
+  double reached_wall = 0;
+  bool out_of_time = false;
+  const auto t_train = Clock::now();
+  nn::Trainer trainer(
+      to, model, opt, &sched,
+      [&](int64_t step, int) -> nn::MicroBatchLoss {
+        if (a.time_budget > 0 && !out_of_time && since(t_train) >= a.time_budget) {
+          out_of_time = true;  // this step is the last one; fit() checkpoints after it
+          trainer_ptr->request_stop();
+        }
+        Ids bx, by;
+        for (int64_t i : batch_at(step)) bx.push_back(d.xs[size_t(i)]), by.push_back(d.ys[size_t(i)]);
+        models::TransformerLoss l = model.loss(data::make_seq2seq_batch(bx, by), a.label_smoothing);
+        return {l.loss, l.tokens};
+      },
+      [&]() -> std::map<std::string, double> {
+        Eval r = evaluate(model, *d.tgt_tok, d.vx, d.vy, d.valid, greedy, a.eval_size, 64);
+        std::map<std::string, double> m{{"exact", r.exact}, {"nll", mean_nll(model, d.vx, d.vy, 64)}};
+        if (corpus) m["bleu"] = r.bleu;
+        if (a.target > 0 && r.exact >= a.target && reached_step < 0) {
+          reached_step = trainer_ptr->step();
+          reached_wall = since(t_start);
+          fmt::print(stderr, "valid exact match {:.4f} >= {} at step {} ({:.1f} s): stopping\n", r.exact,
+                     a.target, reached_step, reached_wall);
+          trainer_ptr->request_stop();
+        }
+        return m;
+      });
+  trainer_ptr = &trainer;
+  const nn::TrainResult tr = trainer.fit();
+  const double train_s = since(t_start);
+
+  nlohmann::ordered_json res;
+  res["task"] = a.task;
+  res["steps"] = tr.step;
+  const std::string stop = reached_step >= 0 ? "target reached" : out_of_time ? "time budget" : nn::stop_reason_name(tr.reason);
+  res["stop_reason"] = stop;
+  res["train_wall_s"] = train_s;
+  res["reached_target_step"] = reached_step;
+  res["reached_target_wall_s"] = reached_wall;
+  res["test_examples"] = d.test.size();
+  const int64_t decode_batch = corpus ? 16 : 64;  // long verses x beams: bound the KV caches
   for (int64_t beam : {int64_t(1), a.beam}) {
+    models::DecodeOptions o = dopt;
+    o.beam = beam;
     const auto t1 = Clock::now();
-    auto hyps = model.translate(tx, {.beam = beam, .max_len = longest + 4});
-    int64_t correct = 0;
-    for (size_t i = 0; i < tx.size(); ++i) correct += tok.decode(hyps[i].tokens) == split.test[i].target;
-    fmt::print("test exact match ({}): {:.2f}% ({} / {}), decoded in {:.1f} s\n",
-               beam == 1 ? std::string("greedy") : fmt::format("beam {}", beam),
-               100.0 * double(correct) / double(tx.size()), correct, tx.size(), since(t1));
-    if (beam == a.beam && beam == 1) break;
-  }
-  fmt::print("trained {} steps in {:.1f} s\n", a.steps, train_s);
-  save_run(a.run_dir, model, tok, mo.to_json());
-  return 0;
-}
-
-int train_gpt(const Args& a) {
-  omp_set_num_threads(int(a.threads));
-  manual_seed(uint64_t(a.seed));
-  Generator g(uint64_t(a.seed));
-  auto lines = [&](int64_t n) {
-    std::vector<std::string> out;
-    for (const auto& e : data::make_task("date", n, {}, g)) out.push_back(e.source + " -> " + e.target);
-    return out;
-  };
-  std::vector<std::string> train = lines(a.train_size), valid = lines(200);
-  data::CharTokenizer tok = data::CharTokenizer::fit(train);
-  const int64_t L = 64;  // context
-  auto stream = [&](const std::vector<std::string>& ls) {
-    std::vector<int64_t> ids;
-    for (const auto& s : ls) {
-      auto e = tok.encode(s, false, true);  // each line ends with <eos>
-      ids.insert(ids.end(), e.begin(), e.end());
+    Eval r = evaluate(model, *d.tgt_tok, d.tx, d.ty, d.test, o, 0, decode_batch);
+    const std::string name = beam == 1 ? std::string("greedy") : fmt::format("beam {}", beam);
+    fmt::print("test ({} examples, {}): exact match {:.2f}%{}, decoded in {:.1f} s\n", d.test.size(), name,
+               100 * r.exact, corpus ? fmt::format(", BLEU {:.2f} (lowercased references {:.2f})", r.bleu, r.bleu_lower) : "",
+               since(t1));
+    const std::string key = beam == 1 ? "greedy" : "beam";
+    res["test_exact_" + key] = r.exact;
+    if (corpus) res["test_bleu_" + key] = r.bleu, res["test_bleu_lowercased_" + key] = r.bleu_lower;
+    if (beam == a.beam) {
+      for (size_t i = 0; i < std::min<size_t>(5, d.test.size()); ++i)
+        fmt::print("  {:<40} -> {:<40} (reference {})\n", d.test[i].source.substr(0, 80), r.outputs[i].substr(0, 80),
+                   d.test[i].target.substr(0, 80));
+      res["beam"] = beam;
+      break;
     }
-    return ids;
-  };
-  const std::vector<int64_t> tr = stream(train), va = stream(valid);
-  models::GPT lm({.vocab = tok.vocab().size(), .d_model = a.d_model, .nhead = a.heads,
-                  .num_layers = a.layers, .dim_feedforward = a.ffn, .dropout = a.dropout, .max_len = L + 32});
-  optim::AdamW opt(lm.parameters(), {.lr = 1.0});
-  optim::Noam sched(opt, a.d_model, a.warmup, a.lr_scale);
-  fmt::print("gpt on date lines: {} train / {} valid characters, vocab {}; {}, {} parameters\n", tr.size(),
-             va.size(), tok.vocab().size(), lm.repr(), lm.num_parameters());
-  std::fflush(stdout);
-  auto window = [&](const std::vector<int64_t>& ids, int64_t B, Generator& gen) {
-    std::vector<int64_t> w;
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t start = int64_t(philox_uniform(gen.seed, gen.advance(1)) * double(ids.size() - L - 1));
-      w.insert(w.end(), ids.begin() + start, ids.begin() + start + L + 1);
-    }
-    return from_vector(w, {B, L + 1});
-  };
-  const auto t0 = Clock::now();
-  for (int64_t step = 1; step <= a.steps; ++step) {
-    opt.zero_grad();
-    Tensor loss = lm.loss(window(tr, a.batch, g));
-    loss.backward();
-    if (a.clip > 0) nn::clip_grad_norm_(lm.parameters(), a.clip);
-    opt.step();
-    sched.step();
-    if (step % a.log_every == 0 || step == a.steps)
-      fmt::print(stderr, "step {:6d}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s\n", step, loss.item<double>(),
-                 sched.get_last_lr()[0], double(step * a.batch * L) / since(t0));
   }
-  lm.eval();
-  double nll = 0;
-  {
-    NoGradGuard ng;
-    Generator vg(99);
-    for (int i = 0; i < 8; ++i) nll += lm.loss(window(va, 16, vg)).item<double>() / 8.0;
+  fmt::print("{} steps in {:.1f} s ({})\n", tr.step, train_s, stop);
+  if (!a.run_dir.empty()) {
+    std::filesystem::create_directories(a.run_dir);
+    nn::save_safetensors(a.run_dir + "/model.safetensors", model.state_dict(),
+                         {{"transformer", mo.to_json()}, {"tokenizer", corpus ? a.tokenizer : "char"}, {"task", a.task}});
+    d.src_tok->vocab().save(a.run_dir + "/src_vocab.txt");
+    d.tgt_tok->vocab().save(a.run_dir + "/tgt_vocab.txt");
+    std::ofstream(a.run_dir + "/results.json") << res.dump(1) << "\n";
+    fmt::print("run directory {} (model.safetensors, results.json, metrics.jsonl); try: graft translate "
+               "--run-dir {} TEXT\n", a.run_dir, a.run_dir);
   }
-  fmt::print("validation perplexity {:.3f} (nll {:.4f} per character)\n", std::exp(nll), nll);
-  for (uint64_t s = 0; s < 3; ++s) {
-    auto out = lm.generate(tok.encode("1"), 40, {.temperature = 0.8, .top_k = 20, .seed = s, .eos = data::kEos});
-    fmt::print("sample {}: 1{}\n", s, tok.decode(out));
-  }
-  save_run(a.run_dir, lm, tok, "{}");
-  return 0;
-}
-
-void add_common(CLI::App* t, Args& a) {
-  t->add_option("--steps", a.steps, "Optimizer steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
-  t->add_option("--batch", a.batch, "Sequences per step")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
-  t->add_option("--d-model", a.d_model, "Model width")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(65536)));
-  t->add_option("--heads", a.heads, "Attention heads (must divide --d-model)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1024)));
-  t->add_option("--layers", a.layers, "Layers (each of encoder and decoder)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(64)));
-  t->add_option("--ffn", a.ffn, "Feed-forward width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1 << 20)));
-  t->add_option("--dropout", a.dropout, "Dropout")->capture_default_str()->check(CLI::Range(0.0, 0.95));
-  t->add_option("--warmup", a.warmup, "Noam warmup steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
-  t->add_option("--lr-scale", a.lr_scale, "Noam scale: lr = scale d^-0.5 min(n^-0.5, n w^-1.5)")->capture_default_str()->check(CLI::Range(1e-6, 1e3));
-  t->add_option("--clip-grad-norm", a.clip, "Clip the gradient norm (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e6));
-  t->add_option("--train-size", a.train_size, "Training examples")->capture_default_str()->check(CLI::Range(int64_t(10), int64_t(100000000)));
-  t->add_option("--seed", a.seed, "Seed")->capture_default_str()->check(CLI::NonNegativeNumber);
-  t->add_option("--threads", a.threads, "OpenMP threads")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(256)));
-  t->add_option("--log-every", a.log_every, "Progress line every N steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
-  t->add_option("--run-dir", a.run_dir, "Write model.safetensors, vocab.txt, config.json here");
+  return tr.reason == nn::StopReason::interrupted && reached_step < 0 && !out_of_time ? 130 : 0;
 }
 
 }  // namespace
 
+// ---------------------------------------------------------------- graft translate (Transformer)
+int translate_transformer(const TransformerTranslateArgs& a) {
+  omp_set_num_threads(int(a.threads));
+  const std::string mpath = a.run_dir + "/model.safetensors";
+  const nn::SafetensorsFile f = nn::load_safetensors(mpath);
+  GRAFT_CHECK(is_transformer_run(f.metadata) && f.metadata.count("tokenizer"),
+              "translate: {} has no 'transformer'/'tokenizer' metadata; hint: it must come from "
+              "'graft train transformer --run-dir'", mpath);
+  const models::TransformerOptions mo = models::TransformerOptions::from_json(f.metadata.at("transformer"));
+  const std::string kind = f.metadata.at("tokenizer");
+  std::unique_ptr<data::Tokenizer> src_tok, tgt_tok;
+  data::Vocab sv = data::Vocab::load(a.run_dir + "/src_vocab.txt"), tv = data::Vocab::load(a.run_dir + "/tgt_vocab.txt");
+  if (kind == "word") {  // the training tokenizers lowercase
+    src_tok = std::make_unique<data::WordTokenizer>(sv, true, true);
+    tgt_tok = std::make_unique<data::WordTokenizer>(tv, true, true);
+  } else {
+    src_tok = data::make_tokenizer(kind, sv);
+    tgt_tok = data::make_tokenizer(kind, tv);
+  }
+  GRAFT_CHECK(src_tok->vocab().size() == mo.src_vocab && tgt_tok->vocab().size() == mo.tgt_vocab,
+              "translate: the vocabulary files ({} / {} tokens) do not match the model ({} / {})",
+              src_tok->vocab().size(), tgt_tok->vocab().size(), mo.src_vocab, mo.tgt_vocab);
+  const int64_t L = mo.num_decoder_layers;
+  GRAFT_CHECK(a.layer >= -L && a.layer < L, "translate: --layer must be in [-{}, {}), got {}", L, L, a.layer);
+  GRAFT_CHECK(a.head >= -1 && a.head < mo.nhead, "translate: --head must be in [0, {}) or -1 (mean), got {}",
+              mo.nhead, a.head);
+  models::Transformer model(mo);
+  nn::load_into(model, mpath);
+  Ids src;
+  for (const auto& l : a.inputs) {
+    auto ids = src_tok->encode(l);
+    if (ids.empty()) ids.push_back(data::kUnk);
+    GRAFT_CHECK(int64_t(ids.size()) < mo.max_len, "translate: an input has {} tokens; this model takes at most {}",
+                ids.size(), mo.max_len - 1);
+    src.push_back(std::move(ids));
+  }
+  int64_t longest_src = 0;
+  for (const auto& s : src) longest_src = std::max<int64_t>(longest_src, int64_t(s.size()));
+  const models::DecodeOptions dopt{.beam = a.beam, .max_len = a.max_len ? a.max_len : 2 * longest_src + 10,
+                                   .length_penalty = a.length_penalty};
+  const auto hyps = src.empty() ? std::vector<models::Hypothesis>{} : model.translate(src, dopt, 16);
+  for (const auto& h : hyps) fmt::print("{}\n", tgt_tok->decode(h.tokens));
+  if (a.heatmap.empty()) return 0;
+  GRAFT_CHECK(!src.empty(), "translate: --attention-png needs an input line");
+  const Tensor w = model.cross_attention(src[0], hyps[0].tokens, a.layer, a.head);  // [T, S]
+  std::vector<std::string> rows = tgt_tok->tokens(hyps[0].tokens), cols = src_tok->tokens(src[0], false);
+  rows.push_back("<eos>");
+  for (auto* v : {&rows, &cols})
+    for (auto& s : *v)
+      if (s == " ") s = "\u2423";  // a visible space
+  const Tensor wf = w.to(DType::f32).contiguous();
+  const int64_t layer = a.layer < 0 ? a.layer + L : a.layer;
+  try {
+    write_heatmap_png(a.heatmap, wf.to_vector<float>(), w.size(0), w.size(1), rows, cols,
+                      fmt::format("cross-attention layer {} {}: {}", layer,
+                                  a.head < 0 ? std::string("(mean of heads)") : fmt::format("head {}", a.head),
+                                  a.inputs[0].substr(0, 40)));
+  } catch (...) {
+    release_plot_caches();
+    throw;
+  }
+  release_plot_caches();
+  fmt::print(stderr, "wrote {} ({} output x {} source tokens)\n", a.heatmap, w.size(0), w.size(1));
+  return 0;
+}
+
 void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   auto a = std::make_shared<Args>();
-  CLI::App* t = train.add_subcommand("transformer", "Encoder-decoder Transformer on copy/reverse/sort/date (Noam schedule, label smoothing, KV-cached beam search)");
-  t->add_option("--task", a->task, "copy, reverse, sort or date")->capture_default_str()->check(CLI::IsMember({"copy", "reverse", "sort", "date"}));
-  add_common(t, *a);
+  CLI::App* t = train.add_subcommand("transformer", "Encoder-decoder Transformer on copy/reverse/sort/date or a parallel corpus (Noam schedule, label smoothing, KV-cached beam search)");
+  const auto count = CLI::Range(int64_t(1), int64_t(1) << 40);
+  const auto nonneg = CLI::Range(int64_t(0), int64_t(1) << 40);
+  t->add_option("--task", a->task, "copy, reverse, sort, date (synthetic), bible (after 'graft data prepare bible-en-es') or tsv")->capture_default_str()->check(CLI::IsMember({"copy", "reverse", "sort", "date", "bible", "tsv"}));
+  t->add_option("--steps", a->steps, "Optimizer steps (in total, across resumes)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
+  t->add_option("--batch", a->batch, "Sequence pairs per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
+  t->add_option("--d-model", a->d_model, "Model width")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(65536)));
+  t->add_option("--heads", a->heads, "Attention heads (must divide --d-model)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1024)));
+  t->add_option("--layers", a->layers, "Layers (each of encoder and decoder)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(64)));
+  t->add_option("--ffn", a->ffn, "Feed-forward width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1 << 20)));
+  t->add_option("--dropout", a->dropout, "Dropout")->capture_default_str()->check(CLI::Range(0.0, 0.95));
+  t->add_option("--warmup", a->warmup, "Noam warmup steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
+  t->add_option("--lr-scale", a->lr_scale, "Noam scale: lr = scale d^-0.5 min(n^-0.5, n w^-1.5)")->capture_default_str()->check(CLI::Range(1e-6, 1e3));
+  t->add_option("--clip-grad-norm", a->clip, "Clip the gradient norm (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e6));
   t->add_option("--label-smoothing", a->label_smoothing, "Label smoothing")->capture_default_str()->check(CLI::Range(0.0, 0.99));
   t->add_flag("--pre-norm", a->pre_norm, "Pre-norm layers (default: post-norm, as in the paper)");
-  t->add_option("--test-size", a->test_size, "Held-out test pairs")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000000)));
+  t->add_option("--train-size", a->train_size, "Training pairs (synthetic: generated; corpora: the first N)")->capture_default_str()->check(CLI::Range(int64_t(10), int64_t(100000000)));
+  t->add_option("--valid-size", a->valid_size, "Validation pairs")->capture_default_str()->check(count);
+  t->add_option("--test-size", a->test_size, "Held-out test pairs")->capture_default_str()->check(count);
+  t->add_option("--eval-every", a->eval_every, "Evaluate on --eval-size validation pairs every N steps (0 = never)")->capture_default_str()->check(nonneg);
+  t->add_option("--eval-size", a->eval_size, "Validation pairs decoded at each evaluation")->capture_default_str()->check(count);
+  t->add_option("--target", a->target, "Stop once validation exact match reaches this (0 = off), e.g. 0.99")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  t->add_option("--time-budget", a->time_budget, "Stop after this many seconds of training wall time in this session (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e9));
   t->add_option("--min-len", a->min_len, "copy/reverse/sort: shortest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
   t->add_option("--max-len", a->max_len, "copy/reverse/sort: longest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
   t->add_option("--symbols", a->symbols, "copy/reverse/sort alphabet size (2..36)")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(36)));
+  t->add_option("--data-dir", a->data_dir, "Where 'graft data prepare' wrote the corpora")->capture_default_str();
+  t->add_option("--tsv-train", a->tsv_train, "--task tsv: training file (source<TAB>target)");
+  t->add_option("--tsv-test", a->tsv_test, "--task tsv: test file");
+  t->add_option("--tokenizer", a->tokenizer, "Corpora: word (lowercased, punctuation split) or char")->capture_default_str()->check(CLI::IsMember({"word", "char"}));
+  t->add_option("--vocab-size", a->vocab_size, "Corpora: vocabulary limit per side")->capture_default_str()->check(CLI::Range(int64_t(5), int64_t(1000000)));
+  t->add_option("--max-train-len", a->max_train_len, "Corpora: drop training pairs longer than N tokens (0 = keep all)")->capture_default_str()->check(nonneg);
   t->add_option("--beam", a->beam, "Beam width of the second test decode")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
-  cmds.push_back({t, [a] { return train_transformer(*a); }});
-
-  auto g = std::make_shared<Args>();
-  g->layers = 4;
-  g->train_size = 5000;
-  CLI::App* tg = train.add_subcommand("gpt", "GPT-style causal LM on the date task's lines (character level): perplexity and samples");
-  add_common(tg, *g);
-  cmds.push_back({tg, [g] { return train_gpt(*g); }});
+  t->add_option("--length-penalty", a->length_penalty, "Beam ranking: logp / len^alpha")->capture_default_str()->check(CLI::Range(0.0, 10.0));
+  t->add_option("--max-out", a->max_out, "Most output tokens (0 = 2 x longest reference + 10)")->capture_default_str()->check(nonneg);
+  t->add_option("--seed", a->seed, "Seed of the data, the weights, dropout and the batches")->capture_default_str()->check(CLI::NonNegativeNumber);
+  t->add_option("--threads", a->threads, "OpenMP threads")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(256)));
+  t->add_option("--log-every", a->log_every, "Progress line every N steps when stderr is not a terminal (0 = ~20 per run)")->capture_default_str()->check(nonneg);
+  t->add_option("--checkpoint-every", a->checkpoint_every, "Checkpoint every N steps (0 = only at the end); needs --run-dir")->capture_default_str()->check(nonneg);
+  t->add_option("--run-dir", a->run_dir, "Run directory: metrics.jsonl, checkpoints, model.safetensors, vocabularies, results.json");
+  t->add_flag("--resume", a->resume, "Continue from the run directory's checkpoint (bit-identical)");
+  t->add_flag("--overwrite", a->overwrite, "Start over in a run directory that holds a checkpoint");
+  cmds.push_back({t, [a] {
+                    GRAFT_CHECK(is_corpus(a->task) || a->min_len <= a->max_len,
+                                "train transformer: --min-len {} > --max-len {}", a->min_len, a->max_len);
+                    GRAFT_CHECK(!a->resume || !a->run_dir.empty(), "train transformer: --resume needs --run-dir");
+                    return train_transformer(*a);
+                  }});
+  register_gpt_command(train, cmds);
   (void)app;
 }
 

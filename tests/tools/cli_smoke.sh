@@ -26,12 +26,40 @@ grep -q '"test_accuracy"' "$d/out"
 "$G" train transformer --task reverse --steps 10 --d-model 16 --heads 2 --layers 1 --ffn 32 \
   --train-size 200 --test-size 20 >"$d/out" 2>&1
 "$G" train gpt --steps 10 --d-model 16 --heads 2 --layers 1 --ffn 32 >"$d/out" 2>&1
+# transformer with nn::Trainer: a run cut at step 6 and resumed logs the same 12 losses as an
+# uninterrupted run; translate reads the run directory and draws a cross-attention head
+TF="train transformer --task reverse --d-model 16 --heads 2 --layers 1 --ffn 32 --train-size 200 --test-size 10"
+losses() { sed -n 's/.*"loss":\([^,]*\),.*/\1/p' "$1/metrics.jsonl"; }
+# shellcheck disable=SC2086
+"$G" $TF --steps 12 --run-dir "$d/tf" >"$d/out" 2>&1
+# shellcheck disable=SC2086
+"$G" $TF --steps 6 --run-dir "$d/tfr" >"$d/out" 2>&1
+# shellcheck disable=SC2086
+"$G" $TF --steps 12 --run-dir "$d/tfr" --resume >"$d/out" 2>&1
+test "$(losses "$d/tf" | wc -l)" -eq 12
+test "$(losses "$d/tf")" = "$(losses "$d/tfr")"
+"$G" translate --run-dir "$d/tf" abc --beam 2 --head 1 --attention-png "$d/tfh.png" >"$d/out" 2>&1
+grep -q "wrote" "$d/out"
+test -s "$d/tfh.png"
+# gpt on a TSV's source column, resumed the same way
+i=0; : >"$d/c.tsv"
+while [ $i -lt 60 ]; do printf 'k%s\tthe quick brown fox %s jumps\tel zorro %s\n' $i $i $i >>"$d/c.tsv"; i=$((i+1)); done
+GP="train gpt --data $d/c.tsv --context 16 --d-model 16 --heads 2 --layers 1 --batch 4 --samples 1"
+# shellcheck disable=SC2086
+"$G" $GP --steps 8 --run-dir "$d/gp" >"$d/out" 2>&1
+grep -q "validation perplexity" "$d/out"
+# shellcheck disable=SC2086
+"$G" $GP --steps 4 --run-dir "$d/gpr" >"$d/out" 2>&1
+# shellcheck disable=SC2086
+"$G" $GP --steps 8 --run-dir "$d/gpr" --resume >"$d/out" 2>&1
+test "$(losses "$d/gp")" = "$(losses "$d/gpr")"
 "$G" compile-info --dot "$d/step.dot" >"$d/out" 2>&1
 grep -q "digraph" "$d/step.dot"
 "$G" train mlp --compile --steps 30 >"$d/out" 2>&1
 
 for bad in "train seq2seq --attention nonsense" "train abcnn --variant 7" \
-           "train transformer --steps 0" "compile-info --tile-bytes -1"; do
+           "train transformer --steps 0" "train transformer --task nonsense" "train gpt --context 0" \
+           "compile-info --tile-bytes -1"; do
   rc=0
   # shellcheck disable=SC2086
   "$G" $bad >/dev/null 2>&1 || rc=$?

@@ -1,0 +1,252 @@
+// `graft train gpt`: a GPT-style causal LM (models/gpt.h) at character level, trained with
+// nn::Trainer (AdamW, Noam schedule, clipping) on random context windows of a token stream in
+// which every line ends with <eos>. The text is the date task's lines ("source -> target") by
+// default, or --data FILE: a text file (one line per document) or a TSV such as the Bible's
+// (--side source = the English column, target = the Spanish one). Reports the validation
+// perplexity (per character) over the whole validation stream and seeded samples.
+//
+//   graft data prepare bible-en-es
+//   graft train gpt --data datasets/bible-en-es/train.tsv --valid-data datasets/bible-en-es/dev.tsv
+//                   --context 128 --steps 3000 --run-dir runs/gpt-bible
+//
+// The run directory holds the trainer's files (metrics.jsonl, checkpoint/ for --resume), then
+// model.safetensors (metadata "gpt": the options), vocab.txt and results.json.
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/grad_mode.h"
+#include "data/parallel_corpus.h"
+#include "data/seq2seq_tasks.h"
+#include "data/tokenizer.h"
+#include "models/gpt.h"
+#include "nn/optim.h"
+#include "nn/safetensors.h"
+#include "nn/scheduler.h"
+#include "nn/trainer.h"
+#include "ops/error.h"
+#include "tools/cmd_transformer.h"
+
+namespace graft::tools {
+
+namespace {
+
+struct GptArgs {
+  std::string data, valid_data, side = "source", prompt;
+  int64_t steps = 2000, batch = 32, seed = 1, threads = 2, log_every = 0, context = 64;
+  int64_t d_model = 128, heads = 4, layers = 4, ffn = 0, warmup = 400;
+  double dropout = 0.1, lr_scale = 1.0, clip = 1.0, temperature = 0.8, top_p = 1.0, time_budget = 0.0;
+  int64_t train_size = 5000, valid_lines = 200, eval_every = 0, eval_windows = 64;
+  int64_t samples = 3, sample_len = 80, top_k = 20, checkpoint_every = 0;
+  std::string run_dir;
+  bool resume = false, overwrite = false;
+};
+
+std::vector<std::string> read_lines(const std::string& path, const std::string& side, int64_t limit) {
+  std::vector<std::string> out;
+  if (path.size() > 4 && path.substr(path.size() - 4) == ".tsv") {
+    for (const auto& e : data::read_parallel_tsv(path, limit)) out.push_back(side == "source" ? e.source : e.target);
+    return out;
+  }
+  std::ifstream f(path);
+  GRAFT_CHECK(f.good(), "train gpt: cannot read --data file '{}'", path);
+  for (std::string line; std::getline(f, line) && (limit <= 0 || int64_t(out.size()) < limit);)
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+std::vector<int64_t> stream(const data::Tokenizer& tok, const std::vector<std::string>& lines) {
+  std::vector<int64_t> ids;
+  for (const auto& s : lines) {
+    auto e = tok.encode(s, false, true);  // each line ends with <eos>
+    ids.insert(ids.end(), e.begin(), e.end());
+  }
+  return ids;
+}
+
+// Next-token cross-entropy per token over consecutive windows of `ids` (at most max_windows
+// windows of L + 1 tokens, batches of 16): the whole stream when it fits.
+double stream_nll(models::GPT& lm, const std::vector<int64_t>& ids, int64_t L, int64_t max_windows) {
+  const int64_t n = std::min<int64_t>((int64_t(ids.size()) - 1) / L, max_windows);
+  double sum = 0;
+  for (int64_t w = 0; w < n; w += 16) {
+    const int64_t B = std::min<int64_t>(16, n - w);
+    std::vector<int64_t> batch;
+    for (int64_t b = 0; b < B; ++b) {
+      const auto first = ids.begin() + long((w + b) * L);
+      batch.insert(batch.end(), first, first + L + 1);
+    }
+    sum += lm.loss(from_vector(batch, {B, L + 1})).item<double>() * double(B);
+  }
+  return sum / double(std::max<int64_t>(n, 1));
+}
+
+int train_gpt(const GptArgs& a) {
+  const auto t_start = std::chrono::steady_clock::now();
+  omp_set_num_threads(int(a.threads));
+  std::vector<std::string> train, valid;
+  if (a.data.empty()) {  // the date task's lines
+    Generator g(uint64_t(a.seed));
+    for (const auto& e : data::make_task("date", a.train_size + a.valid_lines, {}, g))
+      (int64_t(train.size()) < a.train_size ? train : valid).push_back(e.source + " -> " + e.target);
+  } else {
+    train = read_lines(a.data, a.side, 0);
+    if (!a.valid_data.empty()) {
+      valid = read_lines(a.valid_data, a.side, 0);
+    } else {  // hold out the last lines
+      const size_t n = std::min(train.size() / 2, size_t(a.valid_lines));
+      valid.assign(train.end() - long(n), train.end());
+      train.resize(train.size() - n);
+    }
+  }
+  data::CharTokenizer tok = data::CharTokenizer::fit(train);
+  const std::vector<int64_t> tr = stream(tok, train), va = stream(tok, valid);
+  const int64_t L = a.context;
+  GRAFT_CHECK(int64_t(tr.size()) > L + 1 && int64_t(va.size()) > L + 1,
+              "train gpt: the training ({}) and validation ({}) text must hold more than --context + 1 = {} "
+              "characters", tr.size(), va.size(), L + 1);
+  const models::GPTOptions go{.vocab = tok.vocab().size(), .d_model = a.d_model, .nhead = a.heads,
+                              .num_layers = a.layers, .dim_feedforward = a.ffn, .dropout = a.dropout,
+                              .max_len = L};  // learned positions: only those trained on
+  manual_seed(uint64_t(a.seed));
+  models::GPT lm(go);
+  optim::AdamW opt(lm.parameters(), {.lr = 1.0});
+  optim::Noam sched(opt, a.d_model, a.warmup, a.lr_scale);
+  fmt::print("gpt on {}: {} train / {} valid characters, vocab {}; {}, {} parameters; {} steps of {} x {}, "
+             "{} thread(s)\n",
+             a.data.empty() ? std::string("date lines") : a.data, tr.size(), va.size(), tok.vocab().size(),
+             lm.repr(), lm.num_parameters(), a.steps, a.batch, L, a.threads);
+  std::fflush(stdout);
+
+  Generator windows(uint64_t(a.seed) + 11);  // window starts; saved in checkpoints
+  nn::TrainerOptions to;
+  to.max_steps = a.steps;
+  to.eval_every = a.eval_every;
+  to.checkpoint_every = a.checkpoint_every;
+  to.run_dir = a.run_dir;
+  to.resume = a.resume;
+  to.overwrite = a.overwrite;
+  to.clip_grad_norm = a.clip;
+  to.items_name = "tokens";
+  to.log_every = a.log_every;
+  nlohmann::ordered_json cfg{{"model", "gpt"},         {"vocab", go.vocab},   {"d_model", go.d_model},
+                             {"nhead", go.nhead},      {"num_layers", go.num_layers},
+                             {"dim_feedforward", go.dim_feedforward},       {"dropout", go.dropout},
+                             {"max_len", go.max_len},  {"context", L},      {"data", a.data},
+                             {"side", a.side},         {"steps", a.steps},  {"batch", a.batch},
+                             {"seed", a.seed},         {"threads", a.threads}};
+  to.config_json = cfg.dump();
+  nn::Trainer* trainer_ptr = nullptr;
+  bool out_of_time = false;
+  const auto t_train = std::chrono::steady_clock::now();
+  nn::Trainer trainer(
+      to, lm, opt, &sched,
+      [&](int64_t, int) -> nn::MicroBatchLoss {
+        if (a.time_budget > 0 && !out_of_time &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_train).count() >= a.time_budget) {
+          out_of_time = true;  // this step is the last one; fit() checkpoints after it
+          trainer_ptr->request_stop();
+        }
+        std::vector<int64_t> w;
+        for (int64_t b = 0; b < a.batch; ++b) {
+          const auto start = int64_t(philox_uniform(windows.seed, windows.advance(1)) * double(tr.size() - L - 1));
+          w.insert(w.end(), tr.begin() + start, tr.begin() + start + L + 1);
+        }
+        return {lm.loss(from_vector(w, {a.batch, L + 1})), a.batch * L};
+      },
+      [&]() -> std::map<std::string, double> {
+        const double nll = stream_nll(lm, va, L, a.eval_windows);
+        return {{"nll", nll}, {"perplexity", std::exp(nll)}};
+      });
+  trainer_ptr = &trainer;
+  trainer.register_generator("windows", windows);
+  const nn::TrainResult r = trainer.fit();
+  const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+
+  lm.eval();
+  double nll = 0;
+  {
+    NoGradGuard ng;
+    nll = stream_nll(lm, va, L, int64_t(1) << 40);
+  }
+  fmt::print("validation perplexity {:.3f} (nll {:.4f} nats per character, {} characters)\n", std::exp(nll), nll,
+             va.size());
+  const std::string stop = out_of_time ? "time budget" : nn::stop_reason_name(r.reason);
+  nlohmann::ordered_json res{{"steps", r.step},  {"stop_reason", stop}, {"train_wall_s", train_s}, {"valid_nll", nll},
+                             {"valid_perplexity", std::exp(nll)}, {"valid_characters", va.size()}};
+  for (int64_t s = 0; s < a.samples; ++s) {
+    // the prompt: --prompt, else the first 12 characters of a validation line (unseen text)
+    const std::string p = !a.prompt.empty() ? a.prompt : valid[size_t(s) % valid.size()].substr(0, 12);
+    auto ids = tok.encode(p);
+    if (ids.empty()) ids.push_back(data::kUnk);
+    if (int64_t(ids.size()) >= L) ids.resize(size_t(L - 1));
+    const auto out = lm.generate(ids, std::min(a.sample_len, L - int64_t(ids.size())),
+                                 {.temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p,
+                                  .seed = uint64_t(a.seed + s), .eos = data::kEos});
+    const std::string text = p + tok.decode(out);
+    fmt::print("sample {}: {}\n", s, text);
+    res["samples"].push_back(text);
+  }
+  fmt::print("{} steps in {:.1f} s ({})\n", r.step, train_s, stop);
+  if (!a.run_dir.empty()) {
+    std::filesystem::create_directories(a.run_dir);
+    nn::save_safetensors(a.run_dir + "/model.safetensors", lm.state_dict(), {{"gpt", cfg.dump()}, {"tokenizer", "char"}});
+    tok.vocab().save(a.run_dir + "/vocab.txt");
+    std::ofstream(a.run_dir + "/results.json") << res.dump(1) << "\n";
+    fmt::print("run directory {} (model.safetensors, vocab.txt, results.json, metrics.jsonl)\n", a.run_dir);
+  }
+  return r.reason == nn::StopReason::interrupted && !out_of_time ? 130 : 0;
+}
+
+}  // namespace
+
+void register_gpt_command(CLI::App& train, Commands& cmds) {
+  auto g = std::make_shared<GptArgs>();
+  CLI::App* t = train.add_subcommand("gpt", "GPT-style causal LM, character level, on the date task's lines or --data FILE: perplexity and samples");
+  const auto nonneg = CLI::Range(int64_t(0), int64_t(1) << 40);
+  const auto count = CLI::Range(int64_t(1), int64_t(1) << 40);
+  t->add_option("--data", g->data, "Text file (one line each) or TSV (e.g. datasets/bible-en-es/train.tsv); default: date lines");
+  t->add_option("--valid-data", g->valid_data, "Validation text (default: the last --valid-lines lines of --data)");
+  t->add_option("--side", g->side, "TSV column: source (English for the Bible) or target")->capture_default_str()->check(CLI::IsMember({"source", "target"}));
+  t->add_option("--valid-lines", g->valid_lines, "Validation lines held out (date lines, or --data without --valid-data)")->capture_default_str()->check(count);
+  t->add_option("--train-size", g->train_size, "Date lines to train on (without --data)")->capture_default_str()->check(count);
+  t->add_option("--context", g->context, "Context window in characters")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(8192)));
+  t->add_option("--steps", g->steps, "Optimizer steps (in total, across resumes)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
+  t->add_option("--batch", g->batch, "Windows per step")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
+  t->add_option("--d-model", g->d_model, "Model width")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(65536)));
+  t->add_option("--heads", g->heads, "Attention heads (must divide --d-model)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1024)));
+  t->add_option("--layers", g->layers, "Blocks")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(64)));
+  t->add_option("--ffn", g->ffn, "Feed-forward width (0 = 4 x --d-model)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1 << 20)));
+  t->add_option("--dropout", g->dropout, "Dropout")->capture_default_str()->check(CLI::Range(0.0, 0.95));
+  t->add_option("--warmup", g->warmup, "Noam warmup steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
+  t->add_option("--lr-scale", g->lr_scale, "Noam scale: lr = scale d^-0.5 min(n^-0.5, n w^-1.5)")->capture_default_str()->check(CLI::Range(1e-6, 1e3));
+  t->add_option("--clip-grad-norm", g->clip, "Clip the gradient norm (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e6));
+  t->add_option("--eval-every", g->eval_every, "Validation perplexity every N steps (0 = only at the end)")->capture_default_str()->check(nonneg);
+  t->add_option("--eval-windows", g->eval_windows, "Validation windows per periodic evaluation")->capture_default_str()->check(count);
+  t->add_option("--time-budget", g->time_budget, "Stop after this many seconds of training wall time in this session (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  t->add_option("--samples", g->samples, "Samples to print")->capture_default_str()->check(nonneg);
+  t->add_option("--sample-len", g->sample_len, "Most characters per sample (prompt + sample fit in --context)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(4096)));
+  t->add_option("--prompt", g->prompt, "Sample prompt (default: the start of a validation line)");
+  t->add_option("--temperature", g->temperature, "Sampling temperature (0 = greedy)")->capture_default_str()->check(CLI::Range(0.0, 100.0));
+  t->add_option("--top-k", g->top_k, "Sample among the k most likely (0 = off)")->capture_default_str()->check(nonneg);
+  t->add_option("--top-p", g->top_p, "Nucleus sampling mass")->capture_default_str()->check(CLI::Range(1e-6, 1.0));
+  t->add_option("--seed", g->seed, "Seed of the data, the weights, dropout, windows and samples")->capture_default_str()->check(nonneg);
+  t->add_option("--threads", g->threads, "OpenMP threads")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(256)));
+  t->add_option("--log-every", g->log_every, "Progress line every N steps when stderr is not a terminal (0 = ~20 per run)")->capture_default_str()->check(nonneg);
+  t->add_option("--checkpoint-every", g->checkpoint_every, "Checkpoint every N steps (0 = only at the end); needs --run-dir")->capture_default_str()->check(nonneg);
+  t->add_option("--run-dir", g->run_dir, "Run directory: metrics.jsonl, checkpoints, model.safetensors, vocab.txt, results.json");
+  t->add_flag("--resume", g->resume, "Continue from the run directory's checkpoint (bit-identical)");
+  t->add_flag("--overwrite", g->overwrite, "Start over in a run directory that holds a checkpoint");
+  cmds.push_back({t, [g] {
+                    GRAFT_CHECK(!g->resume || !g->run_dir.empty(), "train gpt: --resume needs --run-dir");
+                    return train_gpt(*g);
+                  }});
+}
+
+}  // namespace graft::tools

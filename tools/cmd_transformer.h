@@ -1,0 +1,33 @@
+// What tools/cmd_transformer.cpp (graft train transformer, graft translate of a Transformer run)
+// shares with tools/cmd_gpt.cpp (graft train gpt) and tools/cmd_seq2seq.cpp (graft translate).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tools/commands.h"
+
+namespace graft::tools {
+
+// True when a model.safetensors' metadata comes from `graft train transformer`.
+inline bool is_transformer_run(const std::map<std::string, std::string>& metadata) {
+  return metadata.count("transformer") > 0;
+}
+
+struct TransformerTranslateArgs {
+  std::string run_dir;
+  std::vector<std::string> inputs;  // empty: none (the caller reads stdin first)
+  int64_t beam = 5, max_len = 0, threads = 1;
+  double length_penalty = 1.0;
+  std::string heatmap;              // PNG of one cross-attention head for inputs[0]
+  int64_t layer = -1, head = 0;     // which decoder layer (-1: last) and head (-1: mean)
+};
+// Decodes the inputs with the Transformer in run_dir and prints one line each; graft::Error
+// for a bad run directory, layer or head.
+int translate_transformer(const TransformerTranslateArgs& a);
+
+// `graft train gpt` (tools/cmd_gpt.cpp), registered by register_transformer_commands.
+void register_gpt_command(CLI::App& train, Commands& cmds);
+
+}  // namespace graft::tools
