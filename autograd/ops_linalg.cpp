@@ -1,4 +1,5 @@
 // matmul (batched, broadcast batch dims, 1-D operands) and linear (fused bias).
+#include "autograd/autocast.h"
 #include "autograd/case_util.h"
 #include "autograd/dispatch.h"
 #include "autograd/functions.h"
@@ -32,7 +33,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
     else
       detail::need(be.matmul, "matmul", a)(a.kview().broadcast_to(sa), b.kview().broadcast_to(sb), y.kview());
   }
-  if (auto n = record("matmul", {a, b}, [](BackwardCtx& c) -> std::vector<Tensor> {
+  if (auto n = record("matmul", {a, b}, [prec = autocast_precision()](BackwardCtx& c) -> std::vector<Tensor> {
+        AutocastGuard ac(prec);  // backward in the forward's precision
         Tensor a = c.saved_tensor(0), b = c.saved_tensor(1);
         const Tensor& dy = c.grad();
         // da = dy @ b^T, db = a^T @ dy (summed over broadcast batch dims)
@@ -90,7 +92,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   if (bc.defined()) bv = bc.contiguous().kview();
   if (y.numel() > 0) detail::need(be.linear, "linear", x)(x2.kview(), wc.kview(), bv, y.kview());
   y = y.reshape(out_shape);
-  if (auto n = record("linear", {x, w, bias}, [I](BackwardCtx& c) -> std::vector<Tensor> {
+  if (auto n = record("linear", {x, w, bias}, [I, prec = autocast_precision()](BackwardCtx& c) -> std::vector<Tensor> {
+        AutocastGuard ac(prec);  // backward in the forward's precision
         Tensor x = c.saved_tensor(0), w = c.saved_tensor(1);
         Tensor dy2 = c.grad().reshape({-1, c.grad().shape().back()});
         // dx = dy @ w ; dw = dy^T @ x ; db = sum_rows(dy)

@@ -4,9 +4,13 @@
 // target = reversed source, causal target mask, untied output Linear. One JSON line:
 //   {"name": "transformer", "step_ms": mean, "cpu_ms_per_step": process CPU time (all threads),
 //    "tgt_tokens_per_s": B L / step, "peak_rss_mib": VmHWM,
-//    "loss_first", "loss_last", "threads": n}
-// The PyTorch figure comes from running transformer.py on the same machine (it is not run
-// here). Usage: bench_transformer [--steps N] [--warmup N]
+//    "loss_first", "loss_last", "threads": n, "precision": "f32"|"bf16",
+//    "model_gflop_per_step": matmul + attention FLOPs of forward + backward (counted below),
+//    "model_gflops": that / step time}
+// The PyTorch figure comes from running transformer.py on the same machine (bench/
+// transformer_vs_torch.sh runs both, and bench_matmul, in one go).
+// Usage: bench_transformer [--steps N] [--warmup N] [--threads N] [--bf16]
+//   --bf16: forward (and so each matmul's backward) under AutocastGuard(Precision::bf16)
 #include <omp.h>
 
 #include <time.h>
@@ -18,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "models/transformer.h"
 #include "nn/optim.h"
 
@@ -40,9 +45,25 @@ double vm_hwm_mib() {
 
 int main(int argc, char** argv) {
   int64_t steps = 10, warmup = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--steps") == 0) steps = std::stoll(argv[i + 1]);
-    if (std::strcmp(argv[i], "--warmup") == 0) warmup = std::stoll(argv[i + 1]);
+  bool bf16 = false;
+  for (int i = 1; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (std::strcmp(argv[i], "--bf16") == 0) {
+      bf16 = true;
+    } else if (has_value && std::strcmp(argv[i], "--steps") == 0) {
+      steps = std::stoll(argv[++i]);
+    } else if (has_value && std::strcmp(argv[i], "--warmup") == 0) {
+      warmup = std::stoll(argv[++i]);
+    } else if (has_value && std::strcmp(argv[i], "--threads") == 0) {
+      omp_set_num_threads(std::stoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: bench_transformer [--steps N] [--warmup N] [--threads N] [--bf16]\n");
+      return 2;
+    }
+  }
+  if (steps < 1 || warmup < 0) {
+    std::fprintf(stderr, "bench_transformer: --steps must be >= 1 and --warmup >= 0\n");
+    return 2;
   }
   const int64_t V = 8000, B = 32, L = 64;
   manual_seed(0);
@@ -65,8 +86,11 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     const double c0 = cpu_ms();
     opt.zero_grad();
-    models::TransformerLoss l = model.loss(batch, 0.0);
-    l.loss.backward();
+    models::TransformerLoss l = [&] {
+      AutocastGuard ac(bf16 ? Precision::bf16 : Precision::f32);
+      return model.loss(batch, 0.0);
+    }();
+    l.loss.backward();  // matmul backwards follow their forward's precision
     opt.step();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (s == 0) first = l.nll;
@@ -74,12 +98,20 @@ int main(int argc, char** argv) {
     if (s >= warmup) total_ms += ms, total_cpu += cpu_ms() - c0;
   }
   const double step_ms = total_ms / double(steps);
+  // FLOPs of one step: a linear layer with P weights costs 2 P per token forward and 4 P
+  // backward (dx and dw); one attention costs 4 T S Dh per (batch, head) forward (QK^T and PV)
+  // and 8 T S Dh + 2 T S Dh recomputation backward. Causal masking is not discounted.
+  const double C = 256, F = 1024, Bd = double(B), Ld = double(L);
+  const double enc_layer = 4 * C * C + 2 * C * F, dec_layer = 8 * C * C + 2 * C * F;
+  const double lin = Bd * Ld * (3 * enc_layer + 3 * dec_layer + C * double(V));
+  const double attn = 9 * Bd * Ld * Ld * C;  // 9 attentions, T S Dh H = L L C
+  const double gflop = (6 * lin + 14 * attn) / 1e9;
   std::printf(
       "{\"name\": \"transformer\", \"step_ms\": %.1f, \"cpu_ms_per_step\": %.1f, \"tgt_tokens_per_s\": "
       "%.1f, \"peak_rss_mib\": %.0f, \"loss_first\": %.4f, \"loss_last\": %.4f, \"steps\": %ld, "
-      "\"threads\": %d}\n",
+      "\"threads\": %d, \"precision\": \"%s\", \"model_gflop_per_step\": %.1f, \"model_gflops\": %.1f}\n",
       step_ms, total_cpu / double(steps), double(B * L) / (step_ms / 1000.0), vm_hwm_mib(), first,
       last, long(steps),
-      omp_get_max_threads());
+      omp_get_max_threads(), bf16 ? "bf16" : "f32", gflop, gflop / (step_ms / 1000.0));
   return 0;
 }

@@ -200,6 +200,11 @@ namespace cpu {
 // execute allocates on the heap on every call (graft::compile replays with it off).
 void set_use_onednn(bool on);
 bool use_onednn();
+// While on (per thread), f32 matmul/linear round both operands to bfloat16 and multiply them with
+// oneDNN's bf16 primitive (f32 accumulation, f32 output and bias). Tiny products (< 2^15
+// multiply-adds), K == 0 and use_onednn() off stay f32. graft::AutocastGuard sets it.
+void set_matmul_bf16(bool on);
+bool matmul_bf16();
 }  // namespace cpu
 // Registers a back-end (used by ops/opencl at start-up).
 void register_backend(Device::Kind kind, const Backend* backend);

@@ -1,11 +1,15 @@
 // Matrix products: graft::cpu::matmul / linear (oneDNN for f32, an own blocked xsimd kernel for
 // f64 and for layouts oneDNN handles badly) and the scalar reference kernels in graft::cpu::ref.
+// With set_matmul_bf16 (autocast), f32 operands are rounded to bf16 here and oneDNN's bf16
+// primitive multiplies them with f32 accumulation and an f32 output.
 //
 // Shapes: a [..., M, K] @ b [..., K, N] -> out [..., M, N]; linear: x [N, I], w [O, I] -> [N, O].
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <immintrin.h>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
@@ -267,7 +271,7 @@ dnnl::stream& dnnl_stream() {
 // Plain old data, fully zero-initialised, so it can be hashed and compared as bytes. The OpenMP
 // thread count is part of the key: oneDNN sizes its work split and scratchpad at creation.
 struct MmKey {
-  int64_t nd, has_bias, threads;
+  int64_t nd, has_bias, threads, bf16;  // bf16: a and b are bf16 (out and bias stay f32)
   int64_t ad[kMaxDims], as[kMaxDims], bd[kMaxDims], bs[kMaxDims], cd[kMaxDims];
   bool operator==(const MmKey& o) const { return std::memcmp(this, &o, sizeof(MmKey)) == 0; }
 };
@@ -298,8 +302,9 @@ MmEntry& lookup(const MmKey& key) {
   auto dims = [nd](const int64_t* d) { return dnnl::memory::dims(d, d + nd); };
   dnnl::memory::dims cd = dims(key.cd), cs(nd, 1);
   for (int i = nd - 2; i >= 0; --i) cs[i] = cs[i + 1] * cd[i + 1];
-  dnnl::memory::desc a_md(dims(key.ad), dt::f32, dims(key.as));
-  dnnl::memory::desc b_md(dims(key.bd), dt::f32, dims(key.bs));
+  const dt in_dt = key.bf16 ? dt::bf16 : dt::f32;
+  dnnl::memory::desc a_md(dims(key.ad), in_dt, dims(key.as));
+  dnnl::memory::desc b_md(dims(key.bd), in_dt, dims(key.bs));
   dnnl::memory::desc c_md(cd, dt::f32, cs);
   try {
     dnnl::matmul::primitive_desc pd;
@@ -336,7 +341,7 @@ MmEntry& lookup(const MmKey& key) {
 // One oneDNN operand: dims/strides in oneDNN order, plus a base pointer.
 struct DnnlOperand {
   int64_t d[kMaxDims], s[kMaxDims];
-  const float* ptr;
+  const void* ptr;  // float, or uint16_t (bf16 bits) after to_bf16
 };
 
 // Strides of size-1 dims are meaningless but oneDNN matches layouts by them: give each the
@@ -367,10 +372,70 @@ void materialise(int nd, DnnlOperand& op, std::vector<float>& buf) {
   for (int i = 0; i < nd; ++i) shape[i] = op.d[i], strides[i] = op.s[i];
   buf.resize(size_t(shape.numel()));
   float* dst = buf.data();
-  const float* src = op.ptr;
+  const float* src = static_cast<const float*>(op.ptr);
   for_each_offset(shape, strides, [&](int64_t i, int64_t off) { dst[i] = src[off]; });
   Strides dense = contiguous_strides(shape);
   for (int i = 0; i < nd; ++i) op.s[i] = dense[i];
+  op.ptr = dst;
+}
+
+// bf16 = the top 16 bits of an f32, rounded to nearest even; NaN stays a (quiet) NaN.
+inline uint16_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// dst[i] = bf16(src[i * stride]) for i < n.
+void bf16_row(const float* src, int64_t stride, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+#ifdef __AVX512BF16__
+  if (stride == 1)
+    for (; i + 16 <= n; i += 16) {
+      const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), (__m256i)h);
+    }
+#endif
+  for (; i < n; ++i) dst[i] = bf16_bits(src[i * stride]);
+}
+
+// Rounds an operand (oneDNN dims/strides, f32) into a dense bf16 buffer and points it there. The
+// buffer keeps the operand's matrix order: a column-major operand (w^T in linear) stays
+// column-major, so each row of the copy is a unit-stride read.
+void to_bf16(int nd, DnnlOperand& op, std::vector<uint16_t>& buf, bool parallel) {
+  const int64_t R = op.d[nd - 2], C = op.d[nd - 1];
+  const bool col = op.s[nd - 1] != 1 && op.s[nd - 2] == 1;
+  const int64_t lines = col ? C : R, len = col ? R : C;           // copy `lines` runs of `len`
+  const int64_t ls = col ? op.s[nd - 1] : op.s[nd - 2], es = col ? 1 : op.s[nd - 1];
+  int64_t nbat = 1;
+  for (int i = 0; i < nd - 2; ++i) nbat *= op.d[i];
+  buf.resize(size_t(nbat * R * C));
+  const float* src = static_cast<const float*>(op.ptr);
+  uint16_t* dst = buf.data();
+  // batch b's offset in src (row-major walk over the batch dims)
+  auto batch_off = [&](int64_t b) {
+    int64_t off = 0;
+    for (int i = nd - 3; i >= 0; --i) {
+      off += (b % op.d[i]) * op.s[i];
+      b /= op.d[i];
+    }
+    return off;
+  };
+  const int64_t total = nbat * lines;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t t = 0; t < total; ++t) {
+    const int64_t b = t / lines, l = t % lines;
+    bf16_row(src + batch_off(b) + l * ls, es, dst + t * len, len);
+  }
+  // dense strides in the same order: batch dims outermost, then lines, then the run
+  int64_t ext = R * C;
+  for (int i = nd - 3; i >= 0; --i) {
+    op.s[i] = ext;
+    ext *= op.d[i];
+  }
+  op.s[nd - 2] = col ? 1 : C;
+  op.s[nd - 1] = col ? R : 1;
   op.ptr = dst;
 }
 
@@ -385,14 +450,16 @@ struct OmpThreadLimit {
   }
 };
 
-// f32 product through oneDNN; returns false when oneDNN cannot do it well (caller falls back).
+// f32 product through oneDNN (inputs rounded to bf16 when `bf16`); returns false when oneDNN
+// cannot do it well (the caller falls back to the own f32 kernel).
 bool dnnl_matmul(const Problem& p, const float* a, const float* b, const TensorView* bias,
-                 float* out) {
+                 float* out, bool bf16) {
   const int nd = p.nb + 2;
   MmKey key;
   std::memset(&key, 0, sizeof key);
   key.nd = nd;
   key.has_bias = bias != nullptr;
+  key.bf16 = bf16;
   // Small products run on one thread: oneDNN would still fork a team, and the fork and join
   // cost more than the arithmetic (much more when the cores are shared).
   const int threads = omp_get_max_threads();
@@ -416,7 +483,10 @@ bool dnnl_matmul(const Problem& p, const float* a, const float* b, const TensorV
   key.cd[nd - 2] = p.M, key.cd[nd - 1] = p.N;
   for (DnnlOperand* op : {&A, &B}) {
     tidy_unit_strides(nd, op->d, op->s);
-    if (!gemm_friendly(nd, op->d, op->s)) {
+    if (bf16) {
+      thread_local std::vector<uint16_t> bufs[2];
+      to_bf16(nd, *op, bufs[op == &A ? 0 : 1], !single && threads > 1);
+    } else if (!gemm_friendly(nd, op->d, op->s)) {
       thread_local std::vector<float> bufs[2];
       materialise(nd, *op, bufs[op == &A ? 0 : 1]);
     }
@@ -429,8 +499,8 @@ bool dnnl_matmul(const Problem& p, const float* a, const float* b, const TensorV
   OmpThreadLimit limit(int(key.threads));
   MmEntry& e = lookup(key);
   if (!e.usable) return false;
-  e.ma.set_data_handle(const_cast<float*>(A.ptr));
-  e.mb.set_data_handle(const_cast<float*>(B.ptr));
+  e.ma.set_data_handle(const_cast<void*>(A.ptr));
+  e.mb.set_data_handle(const_cast<void*>(B.ptr));
   e.mc.set_data_handle(out);
   if (bias) e.mbias.set_data_handle(bias->data);
   e.prim.execute(dnnl_stream(), e.args);
@@ -438,6 +508,7 @@ bool dnnl_matmul(const Problem& p, const float* a, const float* b, const TensorV
 }
 
 thread_local bool t_onednn __attribute__((tls_model("initial-exec"))) = true;
+thread_local bool t_bf16 __attribute__((tls_model("initial-exec"))) = false;
 
 // Shared driver: out = a @ b (+ bias over the last dim).
 void matmul_impl(const TensorView& a, const TensorView& b, const TensorView* bias,
@@ -449,7 +520,11 @@ void matmul_impl(const TensorView& a, const TensorView& b, const TensorView* bia
   const bool dnnl_ok = use_onednn() && out.dtype == DType::f32 && p.K > 0 &&
                        p.batches() * p.M * p.N * p.K >= kTinyMacs &&
                        (!bias || bias->strides[bias->rank() - 1] == 1);
-  if (dnnl_ok && dnnl_matmul(p, a.ptr<float>(), b.ptr<float>(), bias, out.ptr<float>())) return;
+  if (dnnl_ok && t_bf16 &&
+      dnnl_matmul(p, a.ptr<float>(), b.ptr<float>(), bias, out.ptr<float>(), true))
+    return;
+  if (dnnl_ok && dnnl_matmul(p, a.ptr<float>(), b.ptr<float>(), bias, out.ptr<float>(), false))
+    return;
   GRAFT_DISPATCH_FLOAT(out.dtype, "matmul", T, [&] {
     gemm_batched<T>(p, a.ptr<T>(), b.ptr<T>(), out.ptr<T>());
     if (bias) add_bias<T>(out.ptr<T>(), *bias, out.numel() / p.N, p.N);
@@ -469,6 +544,8 @@ TensorView transposed(const TensorView& w) {
 
 void set_use_onednn(bool on) { t_onednn = on; }
 bool use_onednn() { return t_onednn; }
+void set_matmul_bf16(bool on) { t_bf16 = on; }
+bool matmul_bf16() { return t_bf16; }
 
 void matmul(const TensorView& a, const TensorView& b, const TensorView& out) {
   matmul_impl(a, b, nullptr, out);
