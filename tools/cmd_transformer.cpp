@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "data/batching.h"
 #include "data/bleu.h"
@@ -58,6 +59,7 @@ struct Args {
   int64_t max_train_len = 0, checkpoint_every = 0;
   double length_penalty = 1.0, time_budget = 0.0;
   bool pre_norm = false, resume = false, overwrite = false;
+  bool bf16 = false;  // forward under AutocastGuard(Precision::bf16)
   std::string run_dir;
 };
 
@@ -280,6 +282,7 @@ int train_transformer(const Args& a) {
         }
         Ids bx, by;
         for (int64_t i : batch_at(step)) bx.push_back(d.xs[size_t(i)]), by.push_back(d.ys[size_t(i)]);
+        AutocastGuard ac(a.bf16 ? Precision::bf16 : Precision::f32);  // matmuls in bf16 with --bf16
         models::TransformerLoss l = model.loss(data::make_seq2seq_batch(bx, by), a.label_smoothing);
         return {l.loss, l.tokens};
       },
@@ -430,6 +433,7 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   t->add_option("--clip-grad-norm", a->clip, "Clip the gradient norm (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e6));
   t->add_option("--label-smoothing", a->label_smoothing, "Label smoothing")->capture_default_str()->check(CLI::Range(0.0, 0.99));
   t->add_flag("--pre-norm", a->pre_norm, "Pre-norm layers (default: post-norm, as in the paper)");
+  t->add_flag("--bf16", a->bf16, "bf16 mixed precision: matmuls in bfloat16 (f32 weights, grads, softmax, LayerNorm, loss)");
   t->add_option("--train-size", a->train_size, "Training pairs (synthetic: generated; corpora: the first N)")->capture_default_str()->check(CLI::Range(int64_t(10), int64_t(100000000)));
   t->add_option("--valid-size", a->valid_size, "Validation pairs")->capture_default_str()->check(count);
   t->add_option("--test-size", a->test_size, "Held-out test pairs")->capture_default_str()->check(count);
