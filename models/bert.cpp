@@ -80,12 +80,12 @@ Tensor BertForPreTraining::encode(const Tensor& ids, const Tensor& types) {
   GRAFT_CHECK(T >= 1 && T <= config.max_position_embeddings, "BertForPreTraining.encode: "
               "length {} outside [1, {}]; hint: truncate to max_position_embeddings", T,
               config.max_position_embeddings);
-  Tensor pos = arange(T).reshape({1, T});
+  Tensor pos = arange(0, double(T), 1, TensorOptions(DType::i64).device(ids.device())).reshape({1, T});
   Tensor x = add(add(word_embeddings->forward(ids), position_embeddings->forward(pos)),
                  token_type_embeddings->forward(types));  // [B, T, C]
   x = emb_dropout->forward(emb_norm->forward(x));
   nn::EncoderForward f;
-  f.key_padding_mask = eq(ids, full({B, T}, double(config.pad_token_id), DType::i64));  // [B, T]
+  f.key_padding_mask = eq(ids, full({B, T}, double(config.pad_token_id), TensorOptions(DType::i64).device(ids.device())));  // [B, T]
   return encoder->forward(x, f);
 }
 
@@ -111,12 +111,12 @@ BertPretrainingOutput BertForPreTraining::loss(const Tensor& ids, const Tensor& 
   GRAFT_CHECK(!rows.empty(), "BertForPreTraining.loss: no position has a label; hint: mask at "
               "least one token per batch (labels != -100)");
   const int64_t N = int64_t(rows.size());
-  Tensor hm = index_select(h.reshape({-1, C}), 0, from_vector(rows, {N}));  // [N, C]
+  Tensor hm = index_select(h.reshape({-1, C}), 0, from_vector(rows, {N}).to(h.device()));  // [N, C]
   hm = mlm_norm->forward(gelu(mlm_dense->forward(hm)));
   BertPretrainingOutput out;
   out.mlm_logits = linear(hm, word_embeddings->weight, mlm_bias);  // tied decoder: [N, V]
   out.nsp_logits = seq_relationship->forward(pool(h));              // [B, 2]
-  out.mlm_loss = cross_entropy(out.mlm_logits, from_vector(targets, {N}));
+  out.mlm_loss = cross_entropy(out.mlm_logits, from_vector(targets, {N}).to(h.device()));
   out.nsp_loss = cross_entropy(out.nsp_logits, nsp);
   out.loss = add(out.mlm_loss, out.nsp_loss);
   return out;

@@ -170,7 +170,7 @@ Memory Seq2Seq::encode(const Tensor& src, const Tensor& lengths) {
   nn::RnnOutput r = encoder->forward(drop(src_embed->forward(src)), lengths);  // [B, S, H]
   m.keys = r.output;
   m.lengths = lengths;
-  m.mask = data::length_mask(lengths, S);
+  m.mask = data::length_mask(lengths, S).to(src.device());
   // the decoder starts from the encoder's final state, layer by layer
   const int64_t D = options.bidirectional ? 2 : 1;
   std::vector<nn::RnnState> init;
@@ -189,7 +189,7 @@ Memory Seq2Seq::encode(const Tensor& src, const Tensor& lengths) {
 DecoderState Seq2Seq::initial_state(const Memory& mem) {
   DecoderState st;
   st.layers = mem.final_state;
-  st.feed = zeros({mem.keys.size(0), options.hidden}, mem.keys.dtype());
+  st.feed = zeros({mem.keys.size(0), options.hidden}, TensorOptions(mem.keys.dtype()).device(mem.keys.device()));
   return st;
 }
 
@@ -255,7 +255,7 @@ Tensor Seq2Seq::forward_logits(const data::Seq2SeqBatch& b, double sampling_rati
       if (sample && t > 0 && philox_uniform(g.seed, g.advance(1)) < sampling_ratio)
         in[size_t(i)] = pred[size_t(i)];
     }
-    StepOutput o = step(from_vector(in, {B}), st, mem);
+    StepOutput o = step(from_vector(in, {B}).to(mem.keys.device()), st, mem);
     if (weights) weights->push_back(o.weights);
     if (sample) {
       Tensor lg = project(drop(o.hidden));  // [B, V]

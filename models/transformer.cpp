@@ -160,7 +160,7 @@ Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory,
 namespace {
 Tensor padding_of(const Tensor& real_mask) {  // bool true = real -> true = padding
   NoGradGuard ng;
-  return eq(real_mask, zeros(Shape{}, DType::b8));
+  return eq(real_mask, zeros(Shape{}, TensorOptions(DType::b8).device(real_mask.device())));
 }
 }  // namespace
 

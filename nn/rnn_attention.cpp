@@ -68,7 +68,7 @@ Tensor Attention::check_inputs(const Tensor& query, const Tensor& keys, const Te
 }
 
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask) {
-  return softmax(where(mask, scores, full({}, kMaskedScore, scores.dtype())), 1);
+  return softmax(where(mask, scores, full({}, kMaskedScore, TensorOptions(scores.dtype()).device(scores.device()))), 1);
 }
 
 Tensor attention_context(const Tensor& weights, const Tensor& keys) {
@@ -209,7 +209,7 @@ HardAttention::HardAttention(int64_t q, int64_t k, int64_t a, uint64_t seed)
 AttentionOutput HardAttention::attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t) {
   Tensor m = check_inputs(query, keys, mask);
   const int64_t B = keys.size(0), S = keys.size(1);
-  Tensor e = where(m, score(query, keys), full({}, kMaskedScore, keys.dtype()));
+  Tensor e = where(m, score(query, keys), full({}, kMaskedScore, TensorOptions(keys.dtype()).device(keys.device())));
   Tensor w = softmax(e, 1);
   sample_ = HardSample{};
   if (!is_training() && !eval_argmax) return {attention_context(w, keys), w};  // expectation
@@ -297,7 +297,7 @@ Tensor doubly_stochastic_penalty(const std::vector<Tensor>& ws, double lambda, c
     GRAFT_CHECK(mask.dtype() == DType::b8 && mask.shape() == total.shape(),
                 "doubly_stochastic_penalty: expected mask bool {}, got {} {}", total.shape(),
                 mask.dtype(), mask.shape());
-    pen = where(mask, pen, zeros({}, pen.dtype()));
+    pen = where(mask, pen, zeros({}, TensorOptions(pen.dtype()).device(pen.device())));
   }
   return mean(sum(pen, {1})) * lambda;
 }
