@@ -9,7 +9,7 @@
 //    "step_ms_min", "tokens_per_step", "tokens_per_s", "rss_peak_mib" (VmHWM), "cpu_ms_per_step",
 //    "masked_tokens", "params", "loss_first", "loss_last"}
 // bench/bert_mlm_vs_torch.sh runs it and the PyTorch script side by side (same threads).
-// Usage: bench_bert_mlm [--threads N] [--steps N] [--warmup N] [--seed N]
+// Usage: bench_bert_mlm [--threads N] [--steps N] [--warmup N] [--seed N] [--dropout P]
 #include <omp.h>
 #include <time.h>
 
@@ -90,13 +90,19 @@ bool parse_int(const char* s, int64_t lo, int64_t& v) {
 
 int main(int argc, char** argv) {
   int64_t steps = 10, warmup = 2, threads = 0, seed = 0;
+  double dropout = 0.1;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
+    if (flag == "--dropout" && i + 1 < argc) {  // as the reference's --dropout (diagnostics)
+      char* end = nullptr;
+      dropout = std::strtod(argv[i + 1], &end);
+      if (end != argv[i + 1] && *end == '\0' && dropout >= 0 && dropout < 1) continue;
+    }
     int64_t* target = flag == "--steps" ? &steps : flag == "--warmup" ? &warmup
                     : flag == "--threads" ? &threads : flag == "--seed" ? &seed : nullptr;
     if (!target || i + 1 >= argc || !parse_int(argv[i + 1], flag == "--steps" || flag == "--threads" ? 1 : 0, *target)) {
       std::fprintf(stderr, "bench_bert_mlm: bad argument '%s'\nusage: bench_bert_mlm [--threads N>=1] "
-                   "[--steps N>=1] [--warmup N>=0] [--seed N>=0]\n", argv[i]);
+                   "[--steps N>=1] [--warmup N>=0] [--seed N>=0] [--dropout P in [0, 1)]\n", argv[i]);
       return 2;
     }
   }
@@ -111,7 +117,7 @@ int main(int argc, char** argv) {
   c.intermediate_size = 1024;
   c.max_position_embeddings = 512;
   c.type_vocab_size = 2;
-  c.dropout = 0.1;
+  c.dropout = dropout;
   models::BertForPreTraining model(c);
   optim::AdamW opt(model.parameters(), {.lr = 1e-4, .weight_decay = 0.01});
   Batch batch = make_batch(B, L, V, uint64_t(seed) + 1);
@@ -142,9 +148,9 @@ int main(int argc, char** argv) {
       "\"step_ms_median\": %.2f, \"step_ms_min\": %.2f, \"tokens_per_step\": %ld, "
       "\"tokens_per_s\": %.1f, \"rss_peak_mib\": %.1f, \"cpu_ms_per_step\": %.1f, "
       "\"masked_tokens\": %ld, \"params\": %ld, \"loss_first\": %.4f, \"loss_last\": %.4f, "
-      "\"warmup\": %ld, \"steps\": %ld, \"seed\": %ld}\n",
+      "\"dropout\": %g, \"warmup\": %ld, \"steps\": %ld, \"seed\": %ld}\n",
       omp_get_max_threads(), mean, median, sorted.front(), long(B * L),
       double(B * L) / (mean / 1000.0), vm_hwm_mib(), cpu / double(n), long(batch.masked),
-      long(model.num_parameters()), first, last, long(warmup), long(steps), long(seed));
+      long(model.num_parameters()), first, last, dropout, long(warmup), long(steps), long(seed));
   return 0;
 }
