@@ -29,6 +29,14 @@ std::pair<Tensor, Tensor> lstm_cell_fused(const Tensor& gates, const Tensor& c_p
 //   h = (1 - z) n + z h_prev
 Tensor gru_cell_fused(const Tensor& gi, const Tensor& gh, const Tensor& h_prev);
 
+// Additive (Bahdanau / concat) attention scores, one fused node:
+//   uh [B, S, A] (key projection, e.g. U h_s + b), wq [B, A] (query projection W s), v [A]
+//   e [B, S] = sum_a v[a] tanh(uh[b, s, a] + wq[b, a])
+// Forward is one pass that also saves tanh(.) [B, S, A]; backward one pass writing d uh,
+// d wq and a matrix-vector product for d v. CPU: the fused loops (float32/float64); other
+// devices: the same math as tape ops.
+Tensor additive_attention_score(const Tensor& uh, const Tensor& wq, const Tensor& v);
+
 // The slices x.select(dim, t) for every t, as one tape node whose backward writes all the
 // slices' gradients into one tensor (a select per step would allocate a full-size gradient
 // per step). Like torch.unbind / tf.unstack. Outputs are views of x.

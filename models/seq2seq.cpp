@@ -8,6 +8,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "autograd/ops_rnn.h"
 #include "data/tokenizer.h"
 #include "ops/error.h"
 
@@ -169,6 +170,7 @@ Memory Seq2Seq::encode(const Tensor& src, const Tensor& lengths) {
   Memory m;
   nn::RnnOutput r = encoder->forward(drop(src_embed->forward(src)), lengths);  // [B, S, H]
   m.keys = r.output;
+  if (attention && fast_paths) m.keys_proj = attention->project_keys(m.keys);  // U h etc.: once, not per step
   m.lengths = lengths;
   m.mask = data::length_mask(lengths, S).to(src.device());
   // the decoder starts from the encoder's final state, layer by layer
@@ -193,11 +195,24 @@ DecoderState Seq2Seq::initial_state(const Memory& mem) {
   return st;
 }
 
-StepOutput Seq2Seq::step(const Tensor& prev, DecoderState& st, const Memory& mem) {
-  GRAFT_CHECK(prev.dtype() == DType::i64 && prev.dim() == 1 && prev.size(0) == mem.keys.size(0),
-              "Seq2Seq.step: prev must be int64 [B={}], got {} {}", mem.keys.size(0), prev.dtype(),
-              prev.shape().str());
-  Tensor x = drop(tgt_embed->forward(prev));  // [B, E]
+namespace {
+// Lends the batch's key projection to the attention module for one step (cleared afterwards,
+// so that the module keeps no reference to a batch's graph).
+struct PrecomputedKeys {
+  PrecomputedKeys(nn::Attention* a, const Memory& mem) : attn(a) {
+    if (attn) attn->use_precomputed(mem.keys, mem.keys_proj);
+  }
+  ~PrecomputedKeys() {
+    if (attn) attn->clear_precomputed();
+  }
+  PrecomputedKeys(const PrecomputedKeys&) = delete;
+  PrecomputedKeys& operator=(const PrecomputedKeys&) = delete;
+  nn::Attention* attn;
+};
+}  // namespace
+
+StepOutput Seq2Seq::step_core(Tensor x, DecoderState& st, const Memory& mem) {
+  PrecomputedKeys pk(attention.get(), mem);
   nn::AttentionOutput a;
   const bool has_attn = attention != nullptr;
   if (has_attn && !luong()) {  // Bahdanau / hard: attend with the previous top state
@@ -210,21 +225,24 @@ StepOutput Seq2Seq::step(const Tensor& prev, DecoderState& st, const Memory& mem
     st.layers[l] = decoder_cells[l]->forward(l == 0 ? x : drop(x), st.layers[l]);
     x = st.layers[l].h;  // [B, H]
   }
-  StepOutput o;
-  if (has_attn) {
-    if (luong()) a = attention->attend(x, mem.keys, mem.mask, st.t);  // Luong: the new state
-    o.hidden = tanh(combine->forward(cat({a.context, x}, 1)));         // h~ = tanh(W_c [c; h])
-    o.weights = a.weights;
-    if (hard() && is_training()) {
-      const nn::HardSample& s = static_cast<nn::HardAttention*>(attention.get())->last_sample();
-      hard_log_probs_.push_back(s.log_prob);
-      hard_entropies_.push_back(s.entropy);
-    }
-  } else {
-    o.hidden = x;
+  if (has_attn && luong()) a = attention->attend(x, mem.keys, mem.mask, st.t);  // Luong: the new state
+  if (hard() && is_training()) {
+    const nn::HardSample& s = static_cast<nn::HardAttention*>(attention.get())->last_sample();
+    hard_log_probs_.push_back(s.log_prob);
+    hard_entropies_.push_back(s.entropy);
   }
-  st.feed = o.hidden;
   ++st.t;
+  return {Tensor(), a.weights, a.context, x};
+}
+
+StepOutput Seq2Seq::step(const Tensor& prev, DecoderState& st, const Memory& mem) {
+  GRAFT_CHECK(prev.dtype() == DType::i64 && prev.dim() == 1 && prev.size(0) == mem.keys.size(0),
+              "Seq2Seq.step: prev must be int64 [B={}], got {} {}", mem.keys.size(0), prev.dtype(),
+              prev.shape().str());
+  StepOutput o = step_core(drop(tgt_embed->forward(prev)), st, mem);  // embedding [B, E]
+  // h~ = tanh(W_c [c; h]), or h_t without attention
+  o.hidden = attention ? tanh(combine->forward(cat({o.context, o.state}, 1))) : o.state;
+  st.feed = o.hidden;
   return o;
 }
 
@@ -244,30 +262,51 @@ Tensor Seq2Seq::forward_logits(const data::Seq2SeqBatch& b, double sampling_rati
   const int64_t B = b.size(), T = b.tgt_in.size(1);
   const bool sample = sampling_ratio > 0 && is_training();
   Generator& g = gen ? *gen : default_generator();
-  std::vector<Tensor> hs;
-  const std::vector<int64_t> gold = b.tgt_in.to_vector<int64_t>();
-  std::vector<int64_t> pred;  // the previous step's arg-max (scheduled sampling)
-  std::vector<Tensor> step_logits;
-  for (int64_t t = 0; t < T; ++t) {
-    std::vector<int64_t> in(static_cast<size_t>(B));
-    for (int64_t i = 0; i < B; ++i) {
-      in[size_t(i)] = gold[size_t(i * T + t)];
-      if (sample && t > 0 && philox_uniform(g.seed, g.advance(1)) < sampling_ratio)
-        in[size_t(i)] = pred[size_t(i)];
-    }
-    StepOutput o = step(from_vector(in, {B}).to(mem.keys.device()), st, mem);
-    if (weights) weights->push_back(o.weights);
-    if (sample) {
+  if (sample || !fast_paths) {  // step by step (scheduled sampling: inputs may be the previous arg-max)
+    const std::vector<int64_t> gold = b.tgt_in.to_vector<int64_t>();
+    std::vector<int64_t> pred;  // the previous step's arg-max
+    std::vector<Tensor> step_logits, hs;
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<int64_t> in(static_cast<size_t>(B));
+      for (int64_t i = 0; i < B; ++i) {
+        in[size_t(i)] = gold[size_t(i * T + t)];
+        if (sample && t > 0 && philox_uniform(g.seed, g.advance(1)) < sampling_ratio)
+          in[size_t(i)] = pred[size_t(i)];
+      }
+      StepOutput o = step(from_vector(in, {B}).to(mem.keys.device()), st, mem);
+      if (weights) weights->push_back(o.weights);
+      if (!sample) {
+        hs.push_back(o.hidden);
+        continue;
+      }
       Tensor lg = project(drop(o.hidden));  // [B, V]
       step_logits.push_back(lg);
       NoGradGuard ng;
       pred = argmax(lg, 1).to_vector<int64_t>();
-    } else {
-      hs.push_back(o.hidden);
     }
+    return sample ? stack(step_logits, 1) : project(drop(stack(hs, 1)));  // [B, T, V]
   }
-  if (sample) return stack(step_logits, 1);  // [B, T, V]
-  return project(drop(stack(hs, 1)));        // [B, T, H] -> [B, T, V]
+  // Teacher forcing: one embedding lookup for all steps; when h~_t does not feed step t + 1
+  // (Bahdanau, hard, Luong without input feeding, none), W_c and W_out run once over all T
+  // steps after the loop instead of T times on [B, H] (the same products, batched).
+  std::vector<Tensor> emb = unstack(tgt_embed->forward(b.tgt_in.to(mem.keys.device())), 1);  // T x [B, E]
+  const bool feeding = attention && luong() && options.input_feeding;
+  std::vector<Tensor> hs, cs;  // per step: h~_t (feeding) or h_t, and c_t
+  for (int64_t t = 0; t < T; ++t) {
+    StepOutput o = step_core(drop(emb[size_t(t)]), st, mem);
+    if (feeding) {
+      st.feed = tanh(combine->forward(cat({o.context, o.state}, 1)));  // h~ = tanh(W_c [c; h])
+      hs.push_back(st.feed);
+    } else {
+      hs.push_back(o.state);
+      if (attention) cs.push_back(o.context);
+    }
+    if (weights) weights->push_back(o.weights);
+  }
+  Tensor hidden = stack(hs, 1);  // [B, T, H]
+  if (!feeding && attention)     // h~ = tanh(W_c [c; h]) for all steps at once
+    hidden = tanh(combine->forward(cat({stack(cs, 1), hidden}, 2)));
+  return project(drop(hidden));  // [B, T, H] -> [B, T, V]
 }
 
 LossOutput Seq2Seq::loss(const data::Seq2SeqBatch& b, double sampling_ratio, Generator* gen) {
@@ -312,6 +351,7 @@ class Seq2SeqDecoder : public IncrementalDecoder {
       if (t.defined()) t = index_select(t, 0, index);
     };
     sel(mem_.keys);
+    sel(mem_.keys_proj);
     const std::vector<int64_t> lens = mem_.lengths.to_vector<int64_t>(), idx = index.to_vector<int64_t>();
     std::vector<int64_t> nl(idx.size());
     for (size_t i = 0; i < idx.size(); ++i) nl[i] = lens[size_t(idx[i])];

@@ -70,6 +70,7 @@ struct Memory {
   Tensor keys;     // [B, S, H] encoder outputs
   Tensor mask;     // bool [B, S], true = real token
   Tensor lengths;  // int64 [B]
+  Tensor keys_proj;  // attention->project_keys(keys), once per batch (undefined: no such kind)
   std::vector<nn::RnnState> final_state;  // the encoder's, per layer: h [B, H] (c for LSTM)
 };
 
@@ -82,6 +83,8 @@ struct DecoderState {
 struct StepOutput {
   Tensor hidden;   // h~_t [B, H] (h_t without attention): what W_out reads
   Tensor weights;  // [B, S] attention weights (undefined without attention)
+  Tensor context;  // c_t [B, H] (undefined without attention)
+  Tensor state;    // h_t [B, H], the top decoder layer
 };
 
 struct LossOutput {
@@ -125,11 +128,18 @@ class Seq2Seq : public nn::Module {
   std::shared_ptr<nn::Attention> attention;                      // null for "none"
   std::shared_ptr<nn::Linear> combine;                           // W_c: 2H -> H (attention only)
   std::shared_ptr<nn::Linear> out;                               // W_out: H -> V
+  // Speed-ups with the same math (results equal up to rounding; the tests compare both):
+  // encode() precomputes the attention's key projection (U h, W_h h, h W) once per batch, and
+  // teacher-forced passes embed all target tokens at once and, when h~_t does not feed the next
+  // step, run W_c and W_out once over all steps. false = the plain step-by-step path.
+  bool fast_paths = true;
 
  private:
   bool luong() const;
   bool hard() const { return options.attention == "hard"; }
   Tensor drop(const Tensor& x);
+  // step() up to h_t and c_t, without h~_t = tanh(W_c [c_t; h_t]); x = the embedded input [B, E].
+  StepOutput step_core(Tensor x, DecoderState& st, const Memory& mem);
   std::unique_ptr<nn::Reinforce> reinforce_;
   std::vector<Tensor> hard_log_probs_, hard_entropies_;  // per step of the last pass (hard)
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "autograd/ops_rnn.h"
 #include "nn/init.h"
 #include "ops/error.h"
 
@@ -75,6 +76,21 @@ Tensor attention_context(const Tensor& weights, const Tensor& keys) {
   return matmul(weights.unsqueeze(1), keys).squeeze(1);  // [B, 1, S] @ [B, S, Ck] -> [B, Ck]
 }
 
+Tensor additive_score(const Tensor& uh, const Tensor& wq, const Tensor& v, bool fused) {
+  if (fused && (uh.dtype() == DType::f32 || uh.dtype() == DType::f64)) return additive_attention_score(uh, wq, v);
+  return matmul(tanh(uh + wq.unsqueeze(1)), v);  // v^T tanh(uh + wq) [B, S]
+}
+
+void Attention::use_precomputed(const Tensor& keys, const Tensor& proj) {
+  if (!proj.defined()) return clear_precomputed();
+  GRAFT_CHECK(keys.defined() && keys.dim() == 3 && proj.dim() == 3 && proj.size(0) == keys.size(0) &&
+                  proj.size(1) == keys.size(1),
+              "{} attention: a precomputed key projection {} does not match keys {}; hint: pass "
+              "project_keys(keys)", kind(), proj.shape(), keys.defined() ? keys.shape().str() : "undefined");
+  memo_keys_ = keys;
+  memo_proj_ = proj;
+}
+
 // ---------------------------------------------------------------- Bahdanau
 BahdanauAttention::BahdanauAttention(int64_t q, int64_t k, int64_t a) : Attention(q, k, a) {
   W = register_module("W", std::make_shared<Linear>(q, a, false));
@@ -82,16 +98,12 @@ BahdanauAttention::BahdanauAttention(int64_t q, int64_t k, int64_t a) : Attentio
   v = vector_param(*this, "v", a);
 }
 
-void BahdanauAttention::precompute(const Tensor& keys) {
-  memo_keys_ = keys;
-  memo_proj_ = U->forward(keys);
-}
+Tensor BahdanauAttention::project_keys(const Tensor& keys) { return U->forward(keys); }
 
 Tensor BahdanauAttention::score(const Tensor& query, const Tensor& keys) {
   Tensor uh = memo(keys);
-  if (!uh.defined()) uh = U->forward(keys);              // U h [B, S, A]
-  Tensor e = tanh(uh + W->forward(query).unsqueeze(1));  // [B, S, A]
-  return matmul(e, v);                                   // v^T tanh(W s + U h)
+  if (!uh.defined()) uh = U->forward(keys);                  // U h [B, S, A]
+  return additive_score(uh, W->forward(query), v, use_fused);  // v^T tanh(W s + U h)
 }
 
 AttentionOutput BahdanauAttention::attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t) {
@@ -112,8 +124,15 @@ LuongAttention::LuongAttention(const std::string& kind_, int64_t q, int64_t k)
     W = register_module("W", std::make_shared<Linear>(q, k, false));
 }
 
+Tensor LuongAttention::project_keys(const Tensor& keys) {
+  if (!W) return {};
+  return matmul(keys, W->weight);  // h W [B, S, Cq] (W: [Ck, Cq])
+}
+
 Tensor LuongAttention::score(const Tensor& query, const Tensor& keys) {
-  Tensor q = W ? W->forward(query) : query;      // [B, Ck]
+  Tensor hw = W ? memo(keys) : Tensor();
+  if (hw.defined()) return matmul(hw, query.unsqueeze(2)).squeeze(2);  // e[b, s] = (h_s W) . s
+  Tensor q = W ? W->forward(query) : query;        // [B, Ck]
   return matmul(keys, q.unsqueeze(2)).squeeze(2);  // e[b, s] = h_s . q
 }
 
@@ -129,16 +148,15 @@ ConcatAttention::ConcatAttention(int64_t q, int64_t k, int64_t a) : Attention(q,
   v = vector_param(*this, "v", a);
 }
 
-void ConcatAttention::precompute(const Tensor& keys) {
-  memo_keys_ = keys;
-  memo_proj_ = linear(keys, W->weight.narrow(1, query_dim, key_dim));
+Tensor ConcatAttention::project_keys(const Tensor& keys) {
+  return linear(keys, W->weight.narrow(1, query_dim, key_dim));  // W_h h [B, S, A]
 }
 
 Tensor ConcatAttention::score(const Tensor& query, const Tensor& keys) {
   Tensor wh = memo(keys);
-  if (!wh.defined()) wh = linear(keys, W->weight.narrow(1, query_dim, key_dim));  // W_h h [B, S, A]
-  Tensor ws = linear(query, W->weight.narrow(1, 0, query_dim));                   // W_s s [B, A]
-  return matmul(tanh(wh + ws.unsqueeze(1)), v);  // v^T tanh(W [s; h]) = v^T tanh(W_s s + W_h h)
+  if (!wh.defined()) wh = project_keys(keys);                    // W_h h [B, S, A]
+  Tensor ws = linear(query, W->weight.narrow(1, 0, query_dim));  // W_s s [B, A]
+  return additive_score(wh, ws, v, use_fused);  // v^T tanh(W [s; h]) = v^T tanh(W_s s + W_h h)
 }
 
 AttentionOutput ConcatAttention::attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t) {

@@ -51,11 +51,20 @@ class Attention : public Module {
   virtual std::string kind() const = 0;
   std::string repr() const override;
   // Optional speed-up: computes the key-side projection once (bahdanau/hard: U h, concat:
-  // W_h h) for all following attend() calls with the SAME keys tensor (same handle), e.g. every
-  // decoder step of one batch; attend() with other keys ignores it. Call it again after the
-  // parameters change (the memo is a graph node of the current parameters).
-  virtual void precompute(const Tensor& keys) { (void)keys; }
+  // W_h h, general: h W) for all following attend() calls with the SAME keys tensor (same
+  // handle), e.g. every decoder step of one batch; attend() with other keys ignores it. Call it
+  // again after the parameters change (the memo is a graph node of the current parameters).
+  void precompute(const Tensor& keys) { use_precomputed(keys, project_keys(keys)); }
+  // The key-side projection of keys [B, S, Ck] ([B, S, A]; general: [B, S, Cq]), or an
+  // undefined tensor for kinds without one (dot, local-m, local-p).
+  virtual Tensor project_keys(const Tensor& keys) { (void)keys; return {}; }
+  // Uses proj = project_keys(keys) (possibly reordered with keys, e.g. by beam search) for the
+  // following attend() calls with these keys. An undefined proj clears the memo.
+  void use_precomputed(const Tensor& keys, const Tensor& proj);
   void clear_precomputed() { memo_keys_ = Tensor(), memo_proj_ = Tensor(); }
+  // bahdanau, hard, concat: the score v^T tanh(.) as one fused node (CPU, float32/float64);
+  // false: the same math as tape ops (add, tanh, matmul).
+  bool use_fused = true;
 
   const int64_t query_dim, key_dim, attn_dim;
 
@@ -72,13 +81,16 @@ class Attention : public Module {
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask);
 // context [B, Ck] = sum_s weights[b, s] keys[b, s, :]
 Tensor attention_context(const Tensor& weights, const Tensor& keys);
+// v^T tanh(uh + wq) [B, S] for uh [B, S, A], wq [B, A], v [A]: the fused node
+// (additive_attention_score) when fused is set and the inputs allow it, else tape ops.
+Tensor additive_score(const Tensor& uh, const Tensor& wq, const Tensor& v, bool fused);
 
 class BahdanauAttention : public Attention {
  public:
   BahdanauAttention(int64_t query_dim, int64_t key_dim, int64_t attn_dim);
   AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t t) override;
   Tensor score(const Tensor& query, const Tensor& keys) override;
-  void precompute(const Tensor& keys) override;
+  Tensor project_keys(const Tensor& keys) override;  // U h [B, S, A]
   std::string kind() const override { return "bahdanau"; }
   std::shared_ptr<Linear> W, U;  // W: Cq -> A (no bias), U: Ck -> A
   Tensor v;                      // [A]
@@ -90,6 +102,7 @@ class LuongAttention : public Attention {
   LuongAttention(const std::string& score_kind, int64_t query_dim, int64_t key_dim);
   AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t t) override;
   Tensor score(const Tensor& query, const Tensor& keys) override;
+  Tensor project_keys(const Tensor& keys) override;  // general: h W [B, S, Cq]; dot: none
   std::string kind() const override { return score_kind; }
   const std::string score_kind;
   std::shared_ptr<Linear> W;  // general: Cq -> Ck (no bias), so s^T W h = (W^T s)^T h
@@ -100,7 +113,7 @@ class ConcatAttention : public Attention {
   ConcatAttention(int64_t query_dim, int64_t key_dim, int64_t attn_dim);
   AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t t) override;
   Tensor score(const Tensor& query, const Tensor& keys) override;
-  void precompute(const Tensor& keys) override;
+  Tensor project_keys(const Tensor& keys) override;  // W_h h [B, S, A]
   std::string kind() const override { return "concat"; }
   // Cq + Ck -> A (no bias); computed as W[:, :Cq] s + W[:, Cq:] h (the same product)
   std::shared_ptr<Linear> W;

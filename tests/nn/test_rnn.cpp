@@ -139,7 +139,7 @@ TEST_CASE("rnn cells: PyTorch math on hand-set weights, zero default state, no-b
 // ================================================================== fused vs composite
 TEST_CASE("rnn ops in the op table: gradcheck and gradgradcheck of their cases") {
   // (tests/autograd/test_op_table.cpp runs these for the whole table; here they run alone)
-  for (const char* name : {"lstm_cell_fused", "gru_cell_fused", "unstack"}) {
+  for (const char* name : {"lstm_cell_fused", "gru_cell_fused", "additive_attention_score", "unstack"}) {
     const OpInfo* op = find_op(name);
     REQUIRE_MESSAGE(op != nullptr, name);
     Generator g(7);
@@ -483,6 +483,41 @@ TEST_CASE("attention: precompute() gives the same values and gradients, and only
     AttentionOutput o3 = a->attend(q, k2, d.mask, 1);
     CHECK(max_abs_diff(o2.context, o3.context) < 1e-12);
   }
+}
+
+TEST_CASE("attention: the fused additive score equals the tape-op score to 1e-12 (values and gradients); bad inputs") {
+  AttnData d;
+  for (const std::string name : {"bahdanau", "concat", "hard"}) {
+    INFO(name);
+    auto a = make64(name);
+    a->eval();  // hard: expectation
+    auto run = [&](bool fused) {
+      a->use_fused = fused;
+      AttentionOutput o = a->attend(d.q, d.k, d.mask, 1);
+      Tensor y = sum(o.context * o.context) + sum(o.weights * o.weights);
+      std::vector<Tensor> wrt{d.q, d.k};
+      for (const Tensor& p : a->parameters()) wrt.push_back(p);
+      std::vector<Tensor> parts{o.context.flatten(), o.weights.flatten()};
+      for (const Tensor& g : grad({y}, wrt)) parts.push_back(g.flatten());
+      return cat(parts, 0);
+    };
+    Tensor fused = run(true), plain = run(false);
+    CHECK(max_abs_diff(fused, plain) < 1e-12);
+  }
+  // float32 agrees to float32 rounding, with A = 37 (SIMD blocks and a tail)
+  Tensor uh = randn64({4, 7, 37}, 70).to(DType::f32), wq = randn64({4, 37}, 71).to(DType::f32),
+         v = randn64({37}, 72).to(DType::f32);
+  Tensor ref = matmul(tanh(uh + wq.unsqueeze(1)), v);
+  CHECK(max_abs_diff(additive_attention_score(uh, wq, v), ref) < 1e-5);
+  CHECK(contains(error_of([] { additive_attention_score(randn({2, 3, 4}), randn({2, 5}), randn({4})); }),
+                 "expected uh [B, S, A], wq [B, A], v [A]"));
+  CHECK(contains(error_of([] { additive_attention_score(randn({2, 3, 4}), randn({2, 4}).to(DType::f64), randn({4})); }),
+                 "additive_attention_score"));
+  CHECK(contains(error_of([] { additive_attention_score(randn({2, 3, 4}).to(DType::i64), randn({2, 4}), randn({4})); }),
+                 "additive_attention_score"));
+  auto bahdanau = make64("bahdanau");
+  CHECK(contains(error_of([&] { bahdanau->use_precomputed(randn64({3, 6, 4}, 1), randn64({3, 5, 3}, 2)); }),
+                 "does not match keys"));
 }
 
 TEST_CASE("attention: local-m and local-p windows and Gaussian") {
