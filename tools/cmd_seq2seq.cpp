@@ -41,6 +41,7 @@
 #include "tools/cmd_transformer.h"
 #include "tools/commands.h"
 #include "tools/heatmap.h"
+#include "tools/train_device.h"
 #include "tools/plot.h"
 
 namespace graft::tools {
@@ -64,6 +65,7 @@ struct Seq2SeqArgs {
   double length_penalty = 1.0;
   std::string run_dir;
   bool resume = false, overwrite = false;
+  std::string device;  // --device: "" = $GRAFT_DEVICE, else cpu (tools/train_device.h)
 };
 
 struct Corpus {
@@ -180,6 +182,8 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   mo.seed = uint64_t(a.seed);
   manual_seed(uint64_t(a.seed));
   models::Seq2Seq model(mo);
+  const Device dev = tools::train_device(a.device);
+  model.to(dev);  // before the optimizer reads the parameters
   optim::Adam opt(model.parameters(), {.lr = a.lr});
 
   int64_t max_tgt = 0;
@@ -243,7 +247,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
         const auto& idx = batch_at(step);
         Ids bx, by;
         for (int64_t i : idx) bx.push_back(xs[size_t(i)]), by.push_back(ys[size_t(i)]);
-        const data::Seq2SeqBatch b = data::make_seq2seq_batch(bx, by);
+        const data::Seq2SeqBatch b = tools::batch_on(data::make_seq2seq_batch(bx, by), dev);
         models::LossOutput l = model.loss(b, a.sampling, &sampling_gen);
         if (a.max_minutes > 0 && !out_of_time && elapsed() >= 60 * a.max_minutes) {
           out_of_time = true;  // this step still completes; fit() returns after it
@@ -253,7 +257,9 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
         return {l.loss, l.tokens};
       },
       [&]() -> std::map<std::string, double> {
-        EvalResult r = evaluate(model, *tgt_tok, vx, vy, c.valid, greedy, 0, a.eval_size);
+        EvalResult r = tools::with_model_on_cpu(model, dev, [&] {
+          return evaluate(model, *tgt_tok, vx, vy, c.valid, greedy, 0, a.eval_size);
+        });
         model.eval();
         if (a.target > 0 && r.acc.exact >= a.target && reached_step < 0) {
           reached_step = trainer_ptr->step();
@@ -267,6 +273,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   trainer_ptr = &trainer;
   trainer.register_generator("sampling", sampling_gen);
   const nn::TrainResult tr = trainer.fit();
+  model.to(Device::cpu());  // saving and test decoding run on the CPU
   const double train_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
 
   // save the final model and the vocabularies for graft translate
@@ -462,6 +469,7 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   t->add_option("--max-out", a->max_out, "Most output tokens (0 = 2 x longest reference + 10)")->capture_default_str()->check(nonneg);
   t->add_option("--threads", a->threads, "OpenMP threads (small recurrent models run fastest on 1)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(256)));
   t->add_option("--run-dir", a->run_dir, "Run directory (default runs/seq2seq-TASK)");
+  t->add_option("--device", a->device, "cpu or opencl:N for the training steps; decoding runs on the CPU (default: $GRAFT_DEVICE, else cpu)");
   t->add_flag("--resume", a->resume, "Continue from the run directory's checkpoint");
   t->add_flag("--overwrite", a->overwrite, "Start over in a run directory that holds a checkpoint");
   cmds.push_back({t, [a] {

@@ -39,6 +39,7 @@
 #include "ops/error.h"
 #include "tools/heatmap.h"
 #include "tools/plot.h"
+#include "tools/train_device.h"
 
 namespace graft::tools {
 
@@ -61,6 +62,7 @@ struct Args {
   bool pre_norm = false, resume = false, overwrite = false;
   bool bf16 = false;  // forward under AutocastGuard(Precision::bf16)
   std::string run_dir;
+  std::string device;  // --device: "" = $GRAFT_DEVICE, else cpu (tools/train_device.h)
 };
 
 bool is_corpus(const std::string& task) { return task == "bible" || task == "tsv"; }
@@ -219,6 +221,8 @@ int train_transformer(const Args& a) {
                                 .max_len = std::max(longest({&d.xs, &d.ys, &d.vx, &d.tx}), dopt.max_len) + 2};
   manual_seed(uint64_t(a.seed));
   models::Transformer model(mo);
+  const Device dev = tools::train_device(a.device);
+  model.to(dev);  // before the optimizer reads the parameters
   optim::Adam opt(model.parameters(), {.lr = 1.0, .beta2 = 0.98, .eps = 1e-9});
   optim::Noam sched(opt, a.d_model, a.warmup, a.lr_scale);
   fmt::print("task {}: {} train / {} valid / {} test pairs, vocab {} -> {} ({}-level{}); {}, {} "
@@ -283,12 +287,19 @@ int train_transformer(const Args& a) {
         Ids bx, by;
         for (int64_t i : batch_at(step)) bx.push_back(d.xs[size_t(i)]), by.push_back(d.ys[size_t(i)]);
         AutocastGuard ac(a.bf16 ? Precision::bf16 : Precision::f32);  // matmuls in bf16 with --bf16
-        models::TransformerLoss l = model.loss(data::make_seq2seq_batch(bx, by), a.label_smoothing);
+        models::TransformerLoss l =
+            model.loss(tools::batch_on(data::make_seq2seq_batch(bx, by), dev), a.label_smoothing);
         return {l.loss, l.tokens};
       },
       [&]() -> std::map<std::string, double> {
-        Eval r = evaluate(model, *d.tgt_tok, d.vx, d.vy, d.valid, greedy, a.eval_size, 64);
-        std::map<std::string, double> m{{"exact", r.exact}, {"nll", mean_nll(model, d.vx, d.vy, 64)}};
+        Eval r;
+        double nll = 0;
+        tools::with_model_on_cpu(model, dev, [&] {
+          r = evaluate(model, *d.tgt_tok, d.vx, d.vy, d.valid, greedy, a.eval_size, 64);
+          nll = mean_nll(model, d.vx, d.vy, 64);
+          return 0;
+        });
+        std::map<std::string, double> m{{"exact", r.exact}, {"nll", nll}};
         if (corpus) m["bleu"] = r.bleu;
         if (a.target > 0 && r.exact >= a.target && reached_step < 0) {
           reached_step = trainer_ptr->step();
@@ -301,6 +312,7 @@ int train_transformer(const Args& a) {
       });
   trainer_ptr = &trainer;
   const nn::TrainResult tr = trainer.fit();
+  model.to(Device::cpu());  // saving and test decoding run on the CPU
   const double train_s = since(t_start);
 
   nlohmann::ordered_json res;
@@ -458,6 +470,7 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   t->add_option("--log-every", a->log_every, "Progress line every N steps when stderr is not a terminal (0 = ~20 per run)")->capture_default_str()->check(nonneg);
   t->add_option("--checkpoint-every", a->checkpoint_every, "Checkpoint every N steps (0 = only at the end); needs --run-dir")->capture_default_str()->check(nonneg);
   t->add_option("--run-dir", a->run_dir, "Run directory: metrics.jsonl, checkpoints, model.safetensors, vocabularies, results.json");
+  t->add_option("--device", a->device, "cpu or opencl:N for the training steps; decoding runs on the CPU (default: $GRAFT_DEVICE, else cpu)");
   t->add_flag("--resume", a->resume, "Continue from the run directory's checkpoint (bit-identical)");
   t->add_flag("--overwrite", a->overwrite, "Start over in a run directory that holds a checkpoint");
   cmds.push_back({t, [a] {

@@ -57,6 +57,14 @@ test "$(losses "$d/gp")" = "$(losses "$d/gpr")"
 grep -q "digraph" "$d/step.dot"
 "$G" train mlp --compile --steps 30 >"$d/out" 2>&1
 
+# --device opencl:0 when an OpenCL device is present (PoCL in CI): training steps on the device,
+# decoding and saving on the CPU.
+if "$G" devices 2>/dev/null | grep -q '^opencl:0 *available'; then
+  "$G" train seq2seq --task reverse --steps 3 --eval-every 0 --hidden 16 --embed 8 --train-size 20 \
+    --valid-size 2 --test-size 2 --device opencl:0 --run-dir "$d/s2s-ocl" >"$d/out" 2>&1
+  test -s "$d/s2s-ocl/model.safetensors" && grep -q '"steps": 3,' "$d/s2s-ocl/results.json"
+fi
+
 for bad in "train seq2seq --attention nonsense" "train abcnn --variant 7" \
            "train transformer --steps 0" "train transformer --task nonsense" "train gpt --context 0" \
            "compile-info --tile-bytes -1"; do
