@@ -9,7 +9,9 @@
 //    "step_ms_min", "tokens_per_step", "tokens_per_s", "rss_peak_mib" (VmHWM), "cpu_ms_per_step",
 //    "masked_tokens", "params", "loss_first", "loss_last"}
 // bench/bert_mlm_vs_torch.sh runs it and the PyTorch script side by side (same threads).
-// Usage: bench_bert_mlm [--threads N] [--steps N] [--warmup N] [--seed N] [--dropout P]
+// Usage: bench_bert_mlm [--threads N] [--steps N] [--warmup N] [--seed N] [--dropout P] [--bf16]
+//   --bf16: the forward (and so each matmul's backward) under AutocastGuard(Precision::bf16):
+//   bf16 matmul operands, f32 accumulation, weights, gradients and optimizer state.
 #include <omp.h>
 #include <time.h>
 
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "models/bert.h"
 #include "nn/optim.h"
 #include "ops/random.h"
@@ -91,8 +94,14 @@ bool parse_int(const char* s, int64_t lo, int64_t& v) {
 int main(int argc, char** argv) {
   int64_t steps = 10, warmup = 2, threads = 0, seed = 0;
   double dropout = 0.1;
+  bool bf16 = false;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
+    if (flag == "--bf16") {
+      bf16 = true;
+      --i;  // no value
+      continue;
+    }
     if (flag == "--dropout" && i + 1 < argc) {  // as the reference's --dropout (diagnostics)
       char* end = nullptr;
       dropout = std::strtod(argv[i + 1], &end);
@@ -102,7 +111,7 @@ int main(int argc, char** argv) {
                     : flag == "--threads" ? &threads : flag == "--seed" ? &seed : nullptr;
     if (!target || i + 1 >= argc || !parse_int(argv[i + 1], flag == "--steps" || flag == "--threads" ? 1 : 0, *target)) {
       std::fprintf(stderr, "bench_bert_mlm: bad argument '%s'\nusage: bench_bert_mlm [--threads N>=1] "
-                   "[--steps N>=1] [--warmup N>=0] [--seed N>=0] [--dropout P in [0, 1)]\n", argv[i]);
+                   "[--steps N>=1] [--warmup N>=0] [--seed N>=0] [--dropout P in [0, 1)] [--bf16]\n", argv[i]);
       return 2;
     }
   }
@@ -128,7 +137,11 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = cpu_ms();
     opt.zero_grad();
-    models::BertPretrainingOutput out = model.loss(batch.ids, batch.types, batch.labels, batch.nsp);
+    models::BertPretrainingOutput out;
+    {
+      AutocastGuard ac(bf16 ? Precision::bf16 : Precision::f32);
+      out = model.loss(batch.ids, batch.types, batch.labels, batch.nsp);
+    }
     out.loss.backward();
     opt.step();
     const double loss = out.loss.item<double>();  // as loss.item() in the reference: a sync point
@@ -144,12 +157,12 @@ int main(int argc, char** argv) {
   const size_t n = sorted.size();
   const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
   std::printf(
-      "{\"bench\": \"bert_mlm\", \"impl\": \"graft\", \"threads\": %d, \"step_ms_mean\": %.2f, "
+      "{\"bench\": \"bert_mlm\", \"impl\": \"graft\", \"precision\": \"%s\", \"threads\": %d, \"step_ms_mean\": %.2f, "
       "\"step_ms_median\": %.2f, \"step_ms_min\": %.2f, \"tokens_per_step\": %ld, "
       "\"tokens_per_s\": %.1f, \"rss_peak_mib\": %.1f, \"cpu_ms_per_step\": %.1f, "
       "\"masked_tokens\": %ld, \"params\": %ld, \"loss_first\": %.4f, \"loss_last\": %.4f, "
       "\"dropout\": %g, \"warmup\": %ld, \"steps\": %ld, \"seed\": %ld}\n",
-      omp_get_max_threads(), mean, median, sorted.front(), long(B * L),
+      bf16 ? "bf16" : "f32", omp_get_max_threads(), mean, median, sorted.front(), long(B * L),
       double(B * L) / (mean / 1000.0), vm_hwm_mib(), cpu / double(n), long(batch.masked),
       long(model.num_parameters()), first, last, dropout, long(warmup), long(steps), long(seed));
   return 0;
