@@ -17,12 +17,15 @@
 // With --ref SCRIPT the PyTorch script runs too, in the same run, right after graft at each
 // thread count (/usr/bin/python3 -B SCRIPT --threads N), its line is passed through, and a line
 //   {"name": "lstm_seq2seq_vs_torch", "threads", "graft_ms_median", "torch_ms_median",
-//    "speedup", "graft_rss_mib", "torch_rss_mib"}
-// compares the exact variant with it.
+//    "speedup", "graft_cpu_ms_per_step", "torch_cpu_ms_per_step", "cpu_speedup",
+//    "graft_rss_mib", "torch_rss_mib"}
+// compares the exact variant with it (torch's CPU time per step comes from the difference
+// with a second, 1-step run of the script).
 // Usage: bench_lstm_seq2seq [--threads N (default: 1 then 2)] [--variant exact|model|both]
 //                           [--steps 20] [--warmup 3] [--ref path/to/lstm_seq2seq.py]
 #include <omp.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -166,8 +169,9 @@ Result run_variant(const std::string& variant, int64_t warmup, int64_t steps) {
   return res;
 }
 
-// Runs argv as a child process; returns its stdout (and echoes it).
-std::string run_child(const std::vector<std::string>& args) {
+// Runs argv as a child process; returns its stdout (echoed unless quiet) and adds the child's
+// CPU time (user + system, all threads, ms) to *cpu_ms if given.
+std::string run_child(const std::vector<std::string>& args, double* cpu_ms = nullptr, bool quiet = false) {
   int pipefd[2];
   if (pipe(pipefd) != 0) return {};
   posix_spawn_file_actions_t fa;
@@ -191,8 +195,12 @@ std::string run_child(const std::vector<std::string>& args) {
     return {};
   }
   int status = 0;
-  waitpid(pid, &status, 0);
-  std::fputs(out.c_str(), stdout);
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  if (cpu_ms)
+    *cpu_ms += double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+               double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-3;
+  if (!quiet) std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
   return out;
 }
@@ -245,15 +253,24 @@ int main(int argc, char** argv) {
       if (v == "exact") exact_line = line;
     }
     if (ref.empty()) continue;
+    // torch's CPU time per step: (CPU of this run - CPU of a 1-step run) / the extra steps
+    // (the import and model setup cancel out); steadier than wall time on a loaded machine
+    double cpu_full = 0, cpu_one = 0;
     std::string tl = run_child({"/usr/bin/python3", "-B", ref, "--threads", std::to_string(n),
-                                "--warmup", std::to_string(warmup), "--steps", std::to_string(steps)});
+                                "--warmup", std::to_string(warmup), "--steps", std::to_string(steps)},
+                               &cpu_full);
+    run_child({"/usr/bin/python3", "-B", ref, "--threads", std::to_string(n), "--warmup", "0",
+               "--steps", "1"}, &cpu_one, true);
     if (exact_line.empty() || tl.empty()) continue;
     const double gm = json_number(exact_line, "step_ms_median"), tm = json_number(tl, "step_ms_median");
+    const double gc = json_number(exact_line, "cpu_ms_per_step"),
+                 tc = (cpu_full - cpu_one) / double(warmup + steps - 1);
     std::printf("{\"name\": \"lstm_seq2seq_vs_torch\", \"threads\": %ld, \"graft_ms_median\": %.2f, "
-                "\"torch_ms_median\": %.2f, \"speedup\": %.2f, \"graft_rss_mib\": %.1f, "
+                "\"torch_ms_median\": %.2f, \"speedup\": %.2f, \"graft_cpu_ms_per_step\": %.1f, "
+                "\"torch_cpu_ms_per_step\": %.1f, \"cpu_speedup\": %.2f, \"graft_rss_mib\": %.1f, "
                 "\"torch_rss_mib\": %.1f}\n",
-                long(n), gm, tm, gm > 0 ? tm / gm : 0.0, json_number(exact_line, "peak_rss_mib"),
-                json_number(tl, "rss_peak_mib"));
+                long(n), gm, tm, gm > 0 ? tm / gm : 0.0, gc, tc, gc > 0 ? tc / gc : 0.0,
+                json_number(exact_line, "peak_rss_mib"), json_number(tl, "rss_peak_mib"));
     std::fflush(stdout);
   }
   return 0;
