@@ -33,7 +33,8 @@ fi
 
 if [ -d "$OUT/length" ]; then
   for task in reverse copy; do
-    first=$(ls "$OUT"/length/"$task"-*/results.json 2>/dev/null | head -1)
+    first=
+    for r in "$OUT"/length/"$task"-*/results.json; do [ -f "$r" ] && first=$r && break; done
     [ -n "$first" ] || continue
     echo "$task: exact match / token accuracy (%) by source length"
     echo
