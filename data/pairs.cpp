@@ -42,12 +42,7 @@ std::vector<std::string> tokenize_words(const std::string& text) {
 
 namespace {
 
-struct Synset {
-  std::string key;                 // "n:00001740"
-  std::vector<std::string> words;  // lemmas, lower case, '_' kept
-  std::string gloss;               // the definition (before the examples)
-  std::vector<std::string> examples;
-};
+using Synset = WordNetSynset;
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -75,6 +70,11 @@ bool parse_line(const std::string& line, const std::string& path, int64_t line_n
   GRAFT_CHECK(wcnt >= 1 && wcnt <= 1000, "wordnet: {}:{}: bad word count {}", path, line_no, wcnt);
   s = Synset{};
   s.key = (pos == "s" ? std::string("a") : pos) + ":" + offset;
+  try {
+    s.lexfile = std::stoll(lexfile);
+  } catch (const std::exception&) {
+    throw Error(fmt::format("wordnet: {}:{}: bad lexicographer file number '{}'", path, line_no, lexfile));
+  }
   for (int64_t i = 0; i < wcnt; ++i) {
     std::string w, lex_id;
     GRAFT_CHECK(bool(head >> w >> lex_id), "wordnet: {}:{}: {} words announced, fewer found",
@@ -120,6 +120,26 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 }  // namespace
+
+std::vector<WordNetSynset> read_wordnet_synsets(const std::string& dir) {
+  std::vector<WordNetSynset> out;
+  int files = 0;
+  for (const char* part : {"noun", "verb", "adj", "adv"}) {
+    const std::string path = (fs::path(dir) / (std::string("data.") + part)).string();
+    std::ifstream in(path);
+    if (!in) continue;
+    ++files;
+    std::string line;
+    int64_t line_no = 0;
+    while (std::getline(in, line)) {
+      Synset s;
+      if (parse_line(line, path, ++line_no, s)) out.push_back(std::move(s));
+    }
+  }
+  GRAFT_CHECK(files > 0, "wordnet: no data.noun/verb/adj/adv under {}; hint: apt-get install "
+              "wordnet-base (or pass the directory that holds WordNet's data.* files)", dir);
+  return out;
+}
 
 PairSplits wordnet_gloss_pairs(const std::string& dir, uint64_t seed) {
   PairSplits splits;

@@ -32,6 +32,18 @@ struct PairSplits {
   std::vector<SentencePair> train, dev, test;
 };
 
+// One WordNet synset as read from a data.* file (also used by data/wordnet_lexnames.h).
+struct WordNetSynset {
+  std::string key;                 // "n:00001740" (satellite adjectives "s" -> "a")
+  int64_t lexfile = 0;             // lexicographer file number (0..44, e.g. 3 = noun.Tops)
+  std::vector<std::string> words;  // lemmas, lower case, '_' kept
+  std::string gloss;               // the definition (before the examples)
+  std::vector<std::string> examples;
+};
+// Every synset of dir/data.{noun,verb,adj,adv} in file order (those present; graft::Error when
+// none is readable or a line is malformed, naming the file and line).
+std::vector<WordNetSynset> read_wordnet_synsets(const std::string& wordnet_dir);
+
 // Lower-cased words: runs of letters, digits and apostrophes inside words ("don't").
 std::vector<std::string> tokenize_words(const std::string& text);
 

@@ -29,6 +29,7 @@
 #include "autograd/grad_mode.h"
 #include "data/batching.h"
 #include "data/bleu.h"
+#include "data/english_text.h"
 #include "data/parallel_corpus.h"
 #include "data/seq2seq_tasks.h"
 #include "data/tokenizer.h"
@@ -496,10 +497,18 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   auto dir = std::make_shared<std::string>("datasets");
   CLI::App* d = app.add_subcommand("data", "Datasets");
   d->require_subcommand(1);
-  CLI::App* prep = d->add_subcommand("prepare", "Download/convert a corpus: bible-en-es (Debian SWORD modules, public domain)");
-  prep->add_option("corpus", *corpus, "bible-en-es")->required()->check(CLI::IsMember({"bible-en-es"}));
+  CLI::App* prep = d->add_subcommand("prepare", "Download/convert a corpus: bible-en-es (Debian SWORD modules, public domain), english-text (BERT pretraining: WEB Bible + WordNet)");
+  prep->add_option("corpus", *corpus, "bible-en-es or english-text")->required()->check(CLI::IsMember({"bible-en-es", "english-text"}));
   prep->add_option("--data-dir", *dir, "Output folder")->capture_default_str();
   cmds.push_back({prep, [dir, corpus] {  // both captured: the options write into them
+                    if (*corpus == "english-text") {  // issue 7 (data/english_text.h)
+                      const data::EnglishTextInfo e = data::prepare_english_text(*dir);
+                      fmt::print("wrote {}: {} documents, {} sentences, {:.1f} MiB (Bible: {} chapters, {} sentences; "
+                                 "WordNet: {} lexicographer files, {} sentences); see README.txt there\n", e.path,
+                                 e.documents, e.sentences, double(e.bytes) / (1 << 20), e.bible_documents,
+                                 e.bible_sentences, e.wordnet_documents, e.wordnet_sentences);
+                      return 0;
+                    }
                     const data::BibleInfo info = data::prepare_bible_en_es(*dir);
                     fmt::print("wrote {}: {} verse pairs (train {}, dev {}, test {}); see {}/README.txt\n", info.dir,
                                info.pairs, info.train, info.dev, info.test, info.dir);

@@ -57,6 +57,24 @@ test "$(losses "$d/gp")" = "$(losses "$d/gpr")"
 grep -q "digraph" "$d/step.dot"
 "$G" train mlp --compile --steps 30 >"$d/out" 2>&1
 
+# BERT: pretrain a 1-layer model on a tiny corpus (vocabulary trained on it), then fine-tune it
+# on a slice of the WordNet lexname task (when wordnet-base is installed).
+for i in 1 2 3 4 5 6; do
+  printf 'The cat sat on the mat number %s.\nA dog ran in the park.\nBirds sing in the morning.\n\n' "$i"
+  printf 'Rivers flow to the sea.\nThe sun rises in the east again.\nStars shine at night.\n\n'
+done >"$d/corpus.txt"
+"$G" train bert-pretrain --corpus "$d/corpus.txt" --vocab-size 120 --hidden 16 --layers 1 \
+  --heads 2 --ffn 32 --max-seq-len 24 --batch 4 --steps 4 --eval-every 2 --run-dir "$d/bp" >"$d/out" 2>"$d/err"
+grep -q '"eval_mlm_accuracy"' "$d/out"
+grep -q '"eval_nsp_accuracy"' "$d/bp/metrics.jsonl"
+test -s "$d/bp/model.safetensors" && test -s "$d/bp/vocab.txt"
+if [ -f /usr/share/wordnet/data.noun ]; then
+  "$G" train bert-finetune --init "$d/bp" --train-size 64 --steps 3 --batch 8 --eval-every 3 \
+    --eval-size 32 --test-size 32 --max-seq-len 24 --run-dir "$d/bf" >"$d/out" 2>"$d/err"
+  grep -q '"encoder": "pretrained"' "$d/out"
+  grep -q '"test_accuracy"' "$d/out"
+fi
+
 # --device opencl:0 when an OpenCL device is present (PoCL in CI): training steps on the device,
 # decoding and saving on the CPU.
 if "$G" devices 2>/dev/null | grep -q '^opencl:0 *available'; then
@@ -67,7 +85,8 @@ fi
 
 for bad in "train seq2seq --attention nonsense" "train abcnn --variant 7" \
            "train transformer --steps 0" "train transformer --task nonsense" "train gpt --context 0" \
-           "compile-info --tile-bytes -1"; do
+           "compile-info --tile-bytes -1" \
+           "train bert-pretrain --steps 0" "train bert-finetune --task nonsense"; do
   rc=0
   # shellcheck disable=SC2086
   "$G" $bad >/dev/null 2>&1 || rc=$?

@@ -1,0 +1,496 @@
+// `graft train bert-pretrain` and `graft train bert-finetune`: BERT (models/bert.h) pretrained
+// with masked-LM + next-sentence prediction on a text corpus (one sentence per line, blank lines
+// between documents; `graft data prepare english-text` writes one), then fine-tuned with a
+// classification head (models/bert_heads.h) on the wordnet-lexname task (data/wordnet_lexnames.h).
+//
+//   graft data prepare english-text
+//   graft train bert-pretrain --config tiny --steps 2000 --run-dir out/bert-pre
+//   graft train bert-finetune --init out/bert-pre --run-dir out/bert-ft
+//   graft train bert-finetune --init out/bert-pre --init-weights random --run-dir out/bert-ft0
+//
+// Both use nn::Trainer (metrics.jsonl, checkpoints; `graft plot RUN_DIR` draws the curves) with
+// AdamW and linear warmup + linear decay. The pretraining run writes RUN_DIR/vocab.txt and
+// RUN_DIR/model.safetensors (BertForPreTraining, the config in its metadata).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "data/bert_pretraining.h"
+#include "data/english_text.h"
+#include "data/wordnet_lexnames.h"
+#include "data/wordpiece.h"
+#include "models/bert.h"
+#include "models/bert_heads.h"
+#include "nn/optim.h"
+#include "nn/safetensors.h"
+#include "nn/scheduler.h"
+#include "nn/trainer.h"
+#include "ops/error.h"
+#include "tools/commands.h"
+
+namespace graft::tools {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Architecture options shared by both commands: a named config, optionally overridden.
+struct ArchArgs {
+  std::string config = "tiny";
+  int64_t hidden = 0, layers = 0, heads = 0, ffn = 0;  // 0 = the named config's
+  double dropout = 0.1;
+};
+
+models::BertConfig make_config(const ArchArgs& a, int64_t vocab, int64_t max_len) {
+  models::BertConfig c = models::BertConfig::named(a.config, vocab);
+  if (a.hidden) c.hidden_size = a.hidden, c.num_heads = std::max<int64_t>(1, a.hidden / 64),
+                c.intermediate_size = 4 * a.hidden;
+  if (a.layers) c.num_layers = a.layers;
+  if (a.heads) c.num_heads = a.heads;
+  if (a.ffn) c.intermediate_size = a.ffn;
+  c.dropout = a.dropout;
+  c.max_position_embeddings = std::max<int64_t>(max_len, 128);
+  GRAFT_CHECK(c.hidden_size % c.num_heads == 0, "bert: --hidden {} is not divisible by --heads {}",
+              c.hidden_size, c.num_heads);
+  return c;
+}
+
+std::map<std::string, std::string> config_metadata(const models::BertConfig& c) {
+  return {{"bert.vocab_size", std::to_string(c.vocab_size)},
+          {"bert.hidden_size", std::to_string(c.hidden_size)},
+          {"bert.num_layers", std::to_string(c.num_layers)},
+          {"bert.num_heads", std::to_string(c.num_heads)},
+          {"bert.intermediate_size", std::to_string(c.intermediate_size)},
+          {"bert.max_position_embeddings", std::to_string(c.max_position_embeddings)},
+          {"bert.type_vocab_size", std::to_string(c.type_vocab_size)}};
+}
+
+models::BertConfig config_from_metadata(const std::map<std::string, std::string>& m, const std::string& path) {
+  auto get = [&](const std::string& k) -> int64_t {
+    auto it = m.find("bert." + k);
+    GRAFT_CHECK(it != m.end(), "bert: {} has no 'bert.{}' metadata; hint: use the model.safetensors "
+                "of 'graft train bert-pretrain'", path, k);
+    try {
+      return std::stoll(it->second);
+    } catch (const std::exception&) {
+      throw Error(fmt::format("bert: {}: bad metadata bert.{} = '{}'", path, k, it->second));
+    }
+  };
+  models::BertConfig c;
+  c.vocab_size = get("vocab_size"), c.hidden_size = get("hidden_size"), c.num_layers = get("num_layers");
+  c.num_heads = get("num_heads"), c.intermediate_size = get("intermediate_size");
+  c.max_position_embeddings = get("max_position_embeddings"), c.type_vocab_size = get("type_vocab_size");
+  return c;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  GRAFT_CHECK(in.good(), "bert: cannot read {}; hint: graft data prepare english-text writes "
+              "datasets/english-text/corpus.txt", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A padded batch of variable-length rows: ids/types [B, T] (T = longest row; [PAD] = pad_id,
+// type 0), labels [B, T] (-100 at padding).
+struct PaddedBatch {
+  Tensor ids, types, labels, nsp;
+};
+
+PaddedBatch pad_examples(const std::vector<data::BertExample>& ex, const std::vector<int64_t>& idx,
+                         int64_t pad_id) {
+  size_t T = 0;
+  for (int64_t i : idx) T = std::max(T, ex[size_t(i)].input_ids.size());
+  const int64_t B = int64_t(idx.size());
+  std::vector<int64_t> ids(B * T, pad_id), types(B * T, 0), labels(B * T, data::kIgnoreIndex), nsp;
+  for (int64_t b = 0; b < B; ++b) {
+    const data::BertExample& e = ex[size_t(idx[size_t(b)])];
+    std::copy(e.input_ids.begin(), e.input_ids.end(), ids.begin() + b * int64_t(T));
+    std::copy(e.token_type_ids.begin(), e.token_type_ids.end(), types.begin() + b * int64_t(T));
+    std::copy(e.labels.begin(), e.labels.end(), labels.begin() + b * int64_t(T));
+    nsp.push_back(e.next_sentence_label);
+  }
+  const Shape s{B, int64_t(T)};
+  return {from_vector(ids, s), from_vector(types, s), from_vector(labels, s), from_vector(nsp, {B})};
+}
+
+// Row indices of step `step` (0-based): epoch e visits all n rows in an order shuffled with
+// seed + e, so a resumed run sees the same batches.
+std::vector<int64_t> batch_rows(int64_t step, int64_t batch, int64_t n, uint64_t seed) {
+  std::vector<int64_t> out;
+  std::vector<int64_t> order;
+  int64_t epoch = -1;
+  for (int64_t k = step * batch; k < (step + 1) * batch; ++k) {
+    if (k / n != epoch) {
+      epoch = k / n;
+      order.resize(size_t(n));
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), std::mt19937_64(seed + uint64_t(epoch)));
+    }
+    out.push_back(order[size_t(k % n)]);
+  }
+  return out;
+}
+
+int64_t count_equal(const Tensor& logits, const std::vector<int64_t>& target) {
+  const std::vector<int64_t> pred = argmax(logits, -1).contiguous().to_vector<int64_t>();
+  int64_t c = 0;
+  for (size_t i = 0; i < pred.size(); ++i) c += pred[i] == target[i];
+  return c;
+}
+
+// ------------------------------------------------------------------ bert-pretrain
+
+struct PretrainArgs {
+  ArchArgs arch;
+  std::string corpus = "datasets/english-text/corpus.txt", vocab, run_dir = "out/bert-pretrain";
+  int64_t vocab_size = 8000, vocab_lines = 40000, max_bytes = 0;
+  int64_t max_seq_len = 128, max_predictions = 20, dupe_factor = 1;
+  int64_t steps = 1000, batch = 32, warmup = -1, eval_every = 100, eval_examples = 512;
+  int64_t checkpoint_every = 500, seed = 1, threads = 0;
+  double lr = 1e-3, weight_decay = 0.01, clip = 1.0;
+  bool resume = false, overwrite = false;
+};
+
+// Eval metrics of a pretraining model on fixed examples: losses and MLM / NSP accuracy.
+std::map<std::string, double> pretrain_eval(models::BertForPreTraining& m,
+                                            const std::vector<data::BertExample>& ex, int64_t pad) {
+  double loss = 0, mlm = 0, nsp = 0;
+  int64_t mlm_ok = 0, mlm_n = 0, nsp_ok = 0, batches = 0;
+  for (size_t i = 0; i < ex.size(); i += 64, ++batches) {
+    std::vector<int64_t> idx(std::min<size_t>(64, ex.size() - i));
+    std::iota(idx.begin(), idx.end(), int64_t(i));
+    PaddedBatch b = pad_examples(ex, idx, pad);
+    models::BertPretrainingOutput o = m.loss(b.ids, b.types, b.labels, b.nsp);
+    loss += o.loss.item<double>(), mlm += o.mlm_loss.item<double>(), nsp += o.nsp_loss.item<double>();
+    std::vector<int64_t> lab = b.labels.to_vector<int64_t>(), t;
+    for (int64_t v : lab)
+      if (v != data::kIgnoreIndex) t.push_back(v);
+    mlm_ok += count_equal(o.mlm_logits, t), mlm_n += int64_t(t.size());
+    nsp_ok += count_equal(o.nsp_logits, b.nsp.to_vector<int64_t>());
+  }
+  const double nb = double(std::max<int64_t>(1, batches));
+  return {{"loss", loss / nb}, {"mlm_loss", mlm / nb}, {"nsp_loss", nsp / nb},
+          {"mlm_accuracy", double(mlm_ok) / double(std::max<int64_t>(1, mlm_n))},
+          {"nsp_accuracy", double(nsp_ok) / double(std::max<size_t>(1, ex.size()))}};
+}
+
+int run_pretrain(const PretrainArgs& a) {
+  if (a.threads > 0) omp_set_num_threads(int(a.threads));
+  std::string text = read_file(a.corpus);
+  if (a.max_bytes > 0 && int64_t(text.size()) > a.max_bytes) {
+    size_t cut = text.rfind("\n\n", size_t(a.max_bytes));  // end at a document boundary
+    text.resize(cut == std::string::npos ? size_t(a.max_bytes) : cut + 1);
+  }
+  const std::vector<std::string> docs = data::split_documents(text);
+  GRAFT_CHECK(docs.size() >= 2, "train bert-pretrain: {} holds {} document(s); NSP needs at least "
+              "2 (documents are separated by blank lines)", a.corpus, docs.size());
+  fs::create_directories(a.run_dir);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  data::WordPieceTokenizer tok = [&] {
+    if (!a.vocab.empty()) return data::WordPieceTokenizer::load(a.vocab);
+    // Train on an evenly spaced sample of the corpus lines (training is quadratic-ish).
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);)
+      if (!l.empty()) lines.push_back(l);
+    std::vector<std::string> sample;
+    const size_t every = std::max<size_t>(1, lines.size() / size_t(std::max<int64_t>(1, a.vocab_lines)));
+    for (size_t i = 0; i < lines.size(); i += every) sample.push_back(lines[i]);
+    return data::WordPieceTokenizer::train(sample, a.vocab_size);
+  }();
+  tok.save(a.run_dir + "/vocab.txt");
+  fmt::print(stderr, "bert-pretrain: {} documents, {:.1f} MiB; vocabulary {} tokens ({:.0f} s)\n",
+             docs.size(), double(text.size()) / (1 << 20), tok.size(), since());
+
+  data::BertPretrainingOptions po;
+  po.max_seq_len = a.max_seq_len, po.max_predictions = a.max_predictions;
+  po.dupe_factor = a.dupe_factor, po.seed = uint64_t(a.seed);
+  std::vector<data::BertExample> ex = data::create_pretraining_examples(data::tokenize_documents(docs, tok), tok, po);
+  std::shuffle(ex.begin(), ex.end(), std::mt19937_64(uint64_t(a.seed)));
+  const size_t n_eval = std::min<size_t>(size_t(a.eval_examples), ex.size() / 10);
+  GRAFT_CHECK(ex.size() - n_eval >= 1 && n_eval >= 1, "train bert-pretrain: only {} examples; "
+              "hint: a bigger corpus or a smaller --max-seq-len", ex.size());
+  const std::vector<data::BertExample> eval_ex(ex.end() - long(n_eval), ex.end());
+  ex.resize(ex.size() - n_eval);
+  fmt::print(stderr, "bert-pretrain: {} training examples, {} held out ({:.0f} s)\n", ex.size(),
+             eval_ex.size(), since());
+
+  manual_seed(uint64_t(a.seed));
+  const models::BertConfig cfg = make_config(a.arch, tok.size(), a.max_seq_len);
+  models::BertForPreTraining model(cfg);
+  fmt::print(stderr, "bert-pretrain: {}, {} parameters\n", model.repr(), model.num_parameters());
+  optim::AdamW opt(model.parameters(), {.lr = a.lr, .weight_decay = a.weight_decay});
+  const int64_t warmup = a.warmup >= 0 ? a.warmup : a.steps / 10;
+  optim::LinearWarmupDecay sched(opt, warmup, a.steps);
+
+  nn::TrainerOptions to;
+  to.max_steps = a.steps, to.eval_every = a.eval_every, to.run_dir = a.run_dir;
+  to.checkpoint_every = a.checkpoint_every, to.resume = a.resume, to.overwrite = a.overwrite;
+  to.clip_grad_norm = a.clip, to.items_name = "sequences";
+  to.config_json = fmt::format(
+      "{{\"command\": \"bert-pretrain\", \"corpus\": \"{}\", \"config\": \"{}\", \"hidden\": {}, "
+      "\"layers\": {}, \"heads\": {}, \"ffn\": {}, \"vocab\": {}, \"max_seq_len\": {}, \"batch\": {}, "
+      "\"steps\": {}, \"lr\": {}, \"warmup\": {}, \"weight_decay\": {}, \"seed\": {}}}", a.corpus,
+      a.arch.config, cfg.hidden_size, cfg.num_layers, cfg.num_heads, cfg.intermediate_size,
+      cfg.vocab_size, a.max_seq_len, a.batch, a.steps, a.lr, warmup, a.weight_decay, a.seed);
+  nn::Trainer trainer(
+      to, model, opt, &sched,
+      [&](int64_t step, int) -> nn::MicroBatchLoss {
+        PaddedBatch b = pad_examples(ex, batch_rows(step, a.batch, int64_t(ex.size()), uint64_t(a.seed)), tok.pad_id());
+        return {model.loss(b.ids, b.types, b.labels, b.nsp).loss, a.batch};
+      },
+      [&] { return pretrain_eval(model, eval_ex, tok.pad_id()); });
+  const nn::TrainResult r = trainer.fit();
+  nn::save_safetensors(a.run_dir + "/model.safetensors", model.state_dict(), config_metadata(cfg));
+  std::map<std::string, double> ev;
+  {
+    NoGradGuard ng;
+    model.eval();
+    ev = pretrain_eval(model, eval_ex, tok.pad_id());
+  }
+  fmt::print("{{\"model\": \"bert-pretrain\", \"config\": \"{}\", \"parameters\": {}, \"steps\": {}, "
+             "\"batch\": {}, \"max_seq_len\": {}, \"eval_loss\": {:.4f}, \"eval_mlm_accuracy\": {:.4f}, "
+             "\"eval_nsp_accuracy\": {:.4f}, \"wall_s\": {:.1f}, \"threads\": {}, \"stop\": \"{}\"}}\n",
+             a.arch.config, model.num_parameters(), r.step, a.batch, a.max_seq_len, ev["loss"],
+             ev["mlm_accuracy"], ev["nsp_accuracy"], since(), omp_get_max_threads(),
+             nn::stop_reason_name(r.reason));
+  return 0;
+}
+
+// ------------------------------------------------------------------ bert-finetune
+
+struct FinetuneArgs {
+  ArchArgs arch;
+  std::string task = "wordnet-lexname", init, init_weights = "pretrained", vocab;
+  std::string wordnet_dir = "/usr/share/wordnet", run_dir = "out/bert-finetune";
+  int64_t max_seq_len = 64, steps = 2000, batch = 32, warmup = -1, eval_every = 500;
+  int64_t train_size = 0, eval_size = 2000, test_size = 0, seed = 1, threads = 0;
+  double lr = 3e-4, weight_decay = 0.01, clip = 1.0;
+  bool overwrite = false;
+};
+
+struct Encoded {
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<int64_t> labels;
+};
+
+Encoded encode_texts(const std::vector<data::LabeledText>& xs, const data::WordPieceTokenizer& tok,
+                     int64_t max_len, int64_t limit) {
+  Encoded e;
+  for (const data::LabeledText& x : xs) {
+    if (limit > 0 && int64_t(e.ids.size()) >= limit) break;
+    std::vector<int64_t> ids = tok.encode(x.text, true);  // [CLS] ... [SEP]
+    if (int64_t(ids.size()) > max_len) ids.resize(size_t(max_len)), ids.back() = tok.sep_id();
+    e.ids.push_back(std::move(ids));
+    e.labels.push_back(x.label);
+  }
+  return e;
+}
+
+// ids [B, T] padded with [PAD], types all 0, labels [B].
+std::pair<Tensor, Tensor> pad_rows(const Encoded& e, const std::vector<int64_t>& idx, int64_t pad) {
+  size_t T = 1;
+  for (int64_t i : idx) T = std::max(T, e.ids[size_t(i)].size());
+  std::vector<int64_t> ids(idx.size() * T, pad);
+  for (size_t b = 0; b < idx.size(); ++b)
+    std::copy(e.ids[size_t(idx[b])].begin(), e.ids[size_t(idx[b])].end(), ids.begin() + long(b * T));
+  return {from_vector(ids, {int64_t(idx.size()), int64_t(T)}), zeros({int64_t(idx.size()), int64_t(T)}, DType::i64)};
+}
+
+// Mean loss and accuracy over `limit` evenly spaced rows (0 = all), batched by length (less
+// padding).
+std::pair<double, double> classify_eval(models::BertForSequenceClassification& m, const Encoded& e,
+                                        int64_t pad, size_t limit = 0) {
+  const size_t total = e.ids.size(), n = limit ? std::min(limit, total) : total;
+  std::vector<int64_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = int64_t(i * total / std::max<size_t>(1, n));
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+    return e.ids[size_t(x)].size() < e.ids[size_t(y)].size();
+  });
+  double loss = 0;
+  int64_t ok = 0, batches = 0;
+  for (size_t i = 0; i < n; i += 128, ++batches) {
+    std::vector<int64_t> idx(order.begin() + long(i), order.begin() + long(std::min(n, i + 128)));
+    auto [ids, types] = pad_rows(e, idx, pad);
+    std::vector<int64_t> lab;
+    for (int64_t r : idx) lab.push_back(e.labels[size_t(r)]);
+    Tensor logits = m.forward(ids, types);
+    loss += m.loss(logits, from_vector(lab, {int64_t(lab.size())})).item<double>();
+    ok += count_equal(logits, lab);
+  }
+  return {loss / double(std::max<int64_t>(1, batches)), double(ok) / double(std::max<size_t>(1, n))};
+}
+
+int run_finetune(const FinetuneArgs& a) {
+  if (a.threads > 0) omp_set_num_threads(int(a.threads));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  GRAFT_CHECK(!a.init.empty() || !a.vocab.empty(), "train bert-finetune: pass --init "
+              "PRETRAINED_RUN_DIR (its vocab.txt and model.safetensors), or --vocab FILE for a "
+              "randomly initialised model");
+  const std::string vocab_path = a.vocab.empty() ? a.init + "/vocab.txt" : a.vocab;
+  const data::WordPieceTokenizer tok = data::WordPieceTokenizer::load(vocab_path);
+  models::BertConfig cfg;
+  nn::StateDict pretrained;
+  if (!a.init.empty()) {
+    const std::string path = a.init + "/model.safetensors";
+    GRAFT_CHECK(fs::exists(path), "train bert-finetune: {} not found; hint: --init takes the "
+                "--run-dir of 'graft train bert-pretrain'", path);
+    nn::SafetensorsFile f = nn::load_safetensors(path);
+    cfg = config_from_metadata(f.metadata, path);
+    GRAFT_CHECK(cfg.vocab_size == tok.size(), "train bert-finetune: {} has {} tokens but the model "
+                "was trained with {}", vocab_path, tok.size(), cfg.vocab_size);
+    pretrained = std::move(f.tensors);
+  } else {
+    cfg = make_config(a.arch, tok.size(), a.max_seq_len);
+  }
+  cfg.dropout = a.arch.dropout;
+  GRAFT_CHECK(a.max_seq_len >= 3 && a.max_seq_len <= cfg.max_position_embeddings,
+              "train bert-finetune: --max-seq-len {} outside [3, {}]", a.max_seq_len,
+              cfg.max_position_embeddings);
+
+  const data::LexnameSplits task = data::wordnet_lexname_task(a.wordnet_dir);
+  const Encoded train = encode_texts(task.train, tok, a.max_seq_len, a.train_size);
+  const Encoded dev = encode_texts(task.dev, tok, a.max_seq_len, 0);
+  const Encoded test = encode_texts(task.test, tok, a.max_seq_len, 0);
+  fmt::print(stderr, "bert-finetune: {}: train {}, dev {}, test {} glosses, {} classes ({:.0f} s)\n",
+             a.task, train.ids.size(), dev.ids.size(), test.ids.size(), data::kNumLexnames, since());
+
+  manual_seed(uint64_t(a.seed));
+  models::BertForSequenceClassification model(cfg, data::kNumLexnames);
+  const bool use_pretrained = !a.init.empty() && a.init_weights == "pretrained";
+  if (use_pretrained) model.load_pretrained(pretrained);
+  fmt::print(stderr, "bert-finetune: {}, {} parameters, encoder {}\n", model.repr(),
+             model.num_parameters(), use_pretrained ? "pretrained (" + a.init + ")" : std::string("random"));
+  optim::AdamW opt(model.parameters(), {.lr = a.lr, .weight_decay = a.weight_decay});
+  const int64_t warmup = a.warmup >= 0 ? a.warmup : a.steps / 10;
+  optim::LinearWarmupDecay sched(opt, warmup, a.steps);
+
+  nn::TrainerOptions to;
+  to.max_steps = a.steps, to.eval_every = a.eval_every, to.run_dir = a.run_dir;
+  to.overwrite = a.overwrite, to.clip_grad_norm = a.clip;
+  to.config_json = fmt::format(
+      "{{\"command\": \"bert-finetune\", \"task\": \"{}\", \"init\": \"{}\", \"init_weights\": \"{}\", "
+      "\"steps\": {}, \"batch\": {}, \"lr\": {}, \"warmup\": {}, \"max_seq_len\": {}, \"seed\": {}}}",
+      a.task, a.init, use_pretrained ? "pretrained" : "random", a.steps, a.batch, a.lr, warmup,
+      a.max_seq_len, a.seed);
+  const int64_t n = int64_t(train.ids.size());
+  nn::Trainer trainer(
+      to, model, opt, &sched,
+      [&](int64_t step, int) -> nn::MicroBatchLoss {
+        const std::vector<int64_t> idx = batch_rows(step, a.batch, n, uint64_t(a.seed));
+        auto [ids, types] = pad_rows(train, idx, tok.pad_id());
+        std::vector<int64_t> lab;
+        for (int64_t i : idx) lab.push_back(train.labels[size_t(i)]);
+        return {model.loss(model.forward(ids, types), from_vector(lab, {int64_t(lab.size())})), a.batch};
+      },
+      [&] {
+        auto [loss, acc] = classify_eval(model, dev, tok.pad_id(), size_t(a.eval_size));
+        return std::map<std::string, double>{{"loss", loss}, {"accuracy", acc}};
+      });
+  const nn::TrainResult r = trainer.fit();
+  double dev_acc = 0, test_acc = 0;
+  {
+    NoGradGuard ng;
+    model.eval();
+    dev_acc = classify_eval(model, dev, tok.pad_id(), size_t(a.test_size)).second;
+    test_acc = classify_eval(model, test, tok.pad_id(), size_t(a.test_size)).second;
+  }
+  fmt::print("{{\"model\": \"bert-finetune\", \"task\": \"{}\", \"encoder\": \"{}\", \"steps\": {}, "
+             "\"batch\": {}, \"dev_accuracy\": {:.4f}, \"test_accuracy\": {:.4f}, \"wall_s\": {:.1f}, "
+             "\"threads\": {}}}\n", a.task, use_pretrained ? "pretrained" : "random", r.step, a.batch,
+             dev_acc, test_acc, since(), omp_get_max_threads());
+  return 0;
+}
+
+void add_arch_options(CLI::App* c, ArchArgs& a) {
+  const auto pos = CLI::Range(int64_t(0), int64_t(65536));
+  c->add_option("--config", a.config, "Named size: tiny (2x128), mini (4x256), small, medium, base, large")->capture_default_str()->check(CLI::IsMember({"tiny", "mini", "small", "medium", "base", "large"}));
+  c->add_option("--hidden", a.hidden, "Override the hidden size C (0 = the config's; heads = C/64)")->capture_default_str()->check(pos);
+  c->add_option("--layers", a.layers, "Override the number of layers")->capture_default_str()->check(pos);
+  c->add_option("--heads", a.heads, "Override the number of heads")->capture_default_str()->check(pos);
+  c->add_option("--ffn", a.ffn, "Override the feed-forward size")->capture_default_str()->check(pos);
+  c->add_option("--dropout", a.dropout, "Dropout (embeddings, attention, feed-forward, classifier)")->capture_default_str()->check(CLI::Range(0.0, 0.9));
+}
+
+}  // namespace
+
+void register_bert_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
+  const auto steps = CLI::Range(int64_t(1), int64_t(100000000));
+  const auto nonneg = CLI::Range(int64_t(0), int64_t(1) << 62);
+  auto p = std::make_shared<PretrainArgs>();
+  CLI::App* c = train.add_subcommand(
+      "bert-pretrain", "BERT masked-LM + next-sentence pretraining on a text corpus (one sentence "
+                       "per line, blank line between documents); writes RUN_DIR/{vocab.txt, "
+                       "model.safetensors, metrics.jsonl}");
+  add_arch_options(c, p->arch);
+  c->add_option("--corpus", p->corpus, "Corpus file ('graft data prepare english-text' writes the default)")->capture_default_str();
+  c->add_option("--vocab", p->vocab, "WordPiece vocab.txt to use (default: train one on the corpus)");
+  c->add_option("--vocab-size", p->vocab_size, "Size of the trained WordPiece vocabulary")->capture_default_str()->check(CLI::Range(int64_t(16), int64_t(1000000)));
+  c->add_option("--vocab-lines", p->vocab_lines, "Corpus lines (evenly spaced) the vocabulary is trained on")->capture_default_str()->check(steps);
+  c->add_option("--max-bytes", p->max_bytes, "Use only the first N bytes of the corpus (0 = all)")->capture_default_str()->check(nonneg);
+  c->add_option("--max-seq-len", p->max_seq_len, "Tokens per pair, [CLS] and [SEP]s included")->capture_default_str()->check(CLI::Range(int64_t(8), int64_t(512)));
+  c->add_option("--max-predictions", p->max_predictions, "Most masked positions per sequence")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(512)));
+  c->add_option("--dupe-factor", p->dupe_factor, "Passes over the corpus with fresh masks")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
+  c->add_option("--steps", p->steps, "Optimizer steps")->capture_default_str()->check(steps);
+  c->add_option("--batch", p->batch, "Sequences per step")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
+  c->add_option("--lr", p->lr, "AdamW peak learning rate")->capture_default_str()->check(CLI::Range(1e-8, 10.0));
+  c->add_option("--warmup", p->warmup, "Linear warmup steps (-1 = steps / 10), then linear decay to 0")->capture_default_str()->check(CLI::Range(int64_t(-1), int64_t(100000000)));
+  c->add_option("--weight-decay", p->weight_decay, "AdamW decoupled weight decay")->capture_default_str()->check(CLI::Range(0.0, 10.0));
+  c->add_option("--clip-grad-norm", p->clip, "Clip the gradient norm (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e6));
+  c->add_option("--eval-every", p->eval_every, "Evaluate on the held-out pairs every N steps (0 = never)")->capture_default_str()->check(nonneg);
+  c->add_option("--eval-examples", p->eval_examples, "Held-out pairs (at most a tenth of all)")->capture_default_str()->check(steps);
+  c->add_option("--checkpoint-every", p->checkpoint_every, "Checkpoint every N steps (0 = at the end)")->capture_default_str()->check(nonneg);
+  c->add_option("--run-dir", p->run_dir, "Run directory")->capture_default_str();
+  c->add_option("--seed", p->seed, "Seed of the data, the weights and the batches")->capture_default_str()->check(nonneg);
+  c->add_option("--threads", p->threads, "OpenMP threads (0 = the default)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1024)));
+  c->add_flag("--resume", p->resume, "Continue from RUN_DIR's checkpoint");
+  c->add_flag("--overwrite", p->overwrite, "Start over in a RUN_DIR that holds a checkpoint");
+  cmds.push_back({c, [p] { return run_pretrain(*p); }});
+
+  auto f = std::make_shared<FinetuneArgs>();
+  CLI::App* t = train.add_subcommand(
+      "bert-finetune", "Fine-tune BERT with a sequence-classification head: --task wordnet-lexname "
+                       "(WordNet gloss -> one of 45 lexicographer files); reports dev/test accuracy");
+  add_arch_options(t, f->arch);
+  t->add_option("--task", f->task, "wordnet-lexname")->capture_default_str()->check(CLI::IsMember({"wordnet-lexname"}));
+  t->add_option("--init", f->init, "A 'graft train bert-pretrain' run directory (vocab.txt, model.safetensors, config)");
+  t->add_option("--init-weights", f->init_weights, "pretrained: load --init's encoder; random: only its vocabulary and config")->capture_default_str()->check(CLI::IsMember({"pretrained", "random"}));
+  t->add_option("--vocab", f->vocab, "vocab.txt (without --init: a random model of --config)");
+  t->add_option("--wordnet-dir", f->wordnet_dir, "WordNet dict directory (Debian: wordnet-base)")->capture_default_str();
+  t->add_option("--max-seq-len", f->max_seq_len, "Tokens per gloss, [CLS] and [SEP] included")->capture_default_str()->check(CLI::Range(int64_t(3), int64_t(512)));
+  t->add_option("--train-size", f->train_size, "Use only the first N training glosses (0 = all)")->capture_default_str()->check(nonneg);
+  t->add_option("--steps", f->steps, "Optimizer steps")->capture_default_str()->check(steps);
+  t->add_option("--batch", f->batch, "Glosses per step")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
+  t->add_option("--lr", f->lr, "AdamW peak learning rate")->capture_default_str()->check(CLI::Range(1e-8, 10.0));
+  t->add_option("--warmup", f->warmup, "Linear warmup steps (-1 = steps / 10)")->capture_default_str()->check(CLI::Range(int64_t(-1), int64_t(100000000)));
+  t->add_option("--weight-decay", f->weight_decay, "AdamW decoupled weight decay")->capture_default_str()->check(CLI::Range(0.0, 10.0));
+  t->add_option("--clip-grad-norm", f->clip, "Clip the gradient norm (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e6));
+  t->add_option("--eval-every", f->eval_every, "Dev accuracy every N steps (0 = never)")->capture_default_str()->check(nonneg);
+  t->add_option("--eval-size", f->eval_size, "Dev glosses the periodic evaluation uses (0 = all; the final one uses all)")->capture_default_str()->check(nonneg);
+  t->add_option("--test-size", f->test_size, "Final dev/test accuracy on N evenly spaced glosses each (0 = all)")->capture_default_str()->check(nonneg);
+  t->add_option("--run-dir", f->run_dir, "Run directory")->capture_default_str();
+  t->add_option("--seed", f->seed, "Seed of the head, the dropout and the batches")->capture_default_str()->check(nonneg);
+  t->add_option("--threads", f->threads, "OpenMP threads (0 = the default)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1024)));
+  t->add_flag("--overwrite", f->overwrite, "Start over in a RUN_DIR that holds a checkpoint");
+  cmds.push_back({t, [f] { return run_finetune(*f); }});
+
+  // `graft data prepare english-text` lives in tools/cmd_seq2seq.cpp's `data prepare` command
+  // (one command, several corpora), which calls data::prepare_english_text.
+  (void)app;
+}
+
+}  // namespace graft::tools
