@@ -16,7 +16,7 @@ mkdir -p "$O"
 "$G" plot "$O/pretrain-tiny"
 for w in pretrained random; do
   "$G" train bert-finetune --init "$O/pretrain-tiny" --init-weights "$w" --max-seq-len 32 \
-    --steps 100 --batch 32 --lr 5e-4 --eval-every 50 --eval-size 1000 --test-size 2000 \
+    --steps 1000 --batch 32 --lr 5e-4 --eval-every 250 --eval-size 2000 \
     --run-dir "$O/finetune-$w" --overwrite >"$O/finetune-$w.json"
   "$G" plot "$O/finetune-$w"
 done
