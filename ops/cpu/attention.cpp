@@ -14,7 +14,9 @@
 //   dQ_i += scale dS_ij k_j;  dK_j += scale dS_ij q_i
 //
 // graft::cpu: xsimd over keys (K and V transposed per (b, h) so scores vectorise over j) and over
-// the head dim, OpenMP over (b, h). graft::cpu::ref: plain loops over full rows in double.
+// the head dim, register-blocked (4 query rows x 4 vectors per pass), dropout keep draws by a
+// structure-of-arrays Philox over a row of keys; OpenMP over (b, h). graft::cpu::ref: plain
+// loops over full rows in double.
 // Shapes: q [B, H, T, D], k [B, H, S, D], v [B, H, S, E], out [B, H, T, E], lse [B, H, T]; all
 // contiguous; mask a [B, H, T, S] view with broadcast strides (data == nullptr: none).
 #include <omp.h>
@@ -176,13 +178,32 @@ template <class T> inline T dot(const T* x, const T* y, int64_t n) {
   return s;
 }
 
+constexpr int64_t kNV = 4;  // vectors of the head dim (or of keys) kept in registers at once
+
 // y_r[0..n) += sum_jj a[r][jj] * x[jj * ldx + (0..n)] for r < kRows, jj < nj: the P V and
-// dS K products of a tile, with the kRows accumulators of one vector of y held in registers.
+// dS K products of a tile. kNV vectors of y for all kRows rows stay in registers over the keys
+// (per key: kRows broadcasts and kNV loads feed kRows kNV FMAs); the sum order per element is
+// the same as one vector at a time.
 template <class T>
 void tile_gemm_rows(T* const* y, const T (*a)[kBlock], const T* x, int64_t ldx, int64_t nj,
                     int64_t n) {
   using V = Vec<T>;
   int64_t c = 0;
+  for (; c + kNV * kW<T> <= n; c += kNV * kW<T>) {
+    V acc[kRows][kNV];
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t u = 0; u < kNV; ++u) acc[r][u] = V::load_unaligned(y[r] + c + u * kW<T>);
+    for (int64_t jj = 0; jj < nj; ++jj) {
+      V xv[kNV];
+      for (int64_t u = 0; u < kNV; ++u) xv[u] = V::load_unaligned(x + jj * ldx + c + u * kW<T>);
+      for (int64_t r = 0; r < kRows; ++r) {
+        const V ar(a[r][jj]);
+        for (int64_t u = 0; u < kNV; ++u) acc[r][u] = xsimd::fma(ar, xv[u], acc[r][u]);
+      }
+    }
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t u = 0; u < kNV; ++u) acc[r][u].store_unaligned(y[r] + c + u * kW<T>);
+  }
   for (; c + kW<T> <= n; c += kW<T>) {
     V acc[kRows];
     for (int64_t r = 0; r < kRows; ++r) acc[r] = V::load_unaligned(y[r] + c);
@@ -201,24 +222,45 @@ void tile_gemm_rows(T* const* y, const T (*a)[kBlock], const T* x, int64_t ldx, 
 }
 
 // y_jj[0..n) += sum_r a[r][jj] * x_r[0..n) for jj < nj (y_jj = y + jj * ldy): the dK and dV
-// products, one pass over each key row for all kRows query rows.
+// products, one pass over each key row for all kRows query rows. kNV vectors of every x_r stay
+// in registers over the keys (same per-element sum order as one vector at a time).
 template <class T>
 void tile_gemm_keys(T* y, int64_t ldy, const T (*a)[kBlock], const T* const* x, int64_t nj,
                     int64_t n) {
   using V = Vec<T>;
+  bool any[kBlock];  // false: key jj is masked for every row of the tile
   for (int64_t jj = 0; jj < nj; ++jj) {
-    T* yj = y + jj * ldy;
-    bool any = false;
-    for (int64_t r = 0; r < kRows; ++r) any |= a[r][jj] != T(0);
-    if (!any) continue;  // masked for every row of the tile
-    int64_t c = 0;
-    for (; c + kW<T> <= n; c += kW<T>) {
-      V acc = V::load_unaligned(yj + c);
-      for (int64_t r = 0; r < kRows; ++r) acc = xsimd::fma(V(a[r][jj]), V::load_unaligned(x[r] + c), acc);
-      acc.store_unaligned(yj + c);
+    any[jj] = false;
+    for (int64_t r = 0; r < kRows; ++r) any[jj] |= a[r][jj] != T(0);
+  }
+  int64_t c = 0;
+  for (; c + kNV * kW<T> <= n; c += kNV * kW<T>) {
+    V xv[kRows][kNV];
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t u = 0; u < kNV; ++u) xv[r][u] = V::load_unaligned(x[r] + c + u * kW<T>);
+    for (int64_t jj = 0; jj < nj; ++jj) {
+      if (!any[jj]) continue;
+      T* yj = y + jj * ldy + c;
+      V acc[kNV];
+      for (int64_t u = 0; u < kNV; ++u) acc[u] = V::load_unaligned(yj + u * kW<T>);
+      for (int64_t r = 0; r < kRows; ++r) {
+        const V ar(a[r][jj]);
+        for (int64_t u = 0; u < kNV; ++u) acc[u] = xsimd::fma(ar, xv[r][u], acc[u]);
+      }
+      for (int64_t u = 0; u < kNV; ++u) acc[u].store_unaligned(yj + u * kW<T>);
     }
-    for (; c < n; ++c)
-      for (int64_t r = 0; r < kRows; ++r) yj[c] += a[r][jj] * x[r][c];
+  }
+  for (int64_t jj = 0; jj < nj; ++jj) {
+    if (!any[jj]) continue;
+    T* yj = y + jj * ldy;
+    int64_t cc = c;
+    for (; cc + kW<T> <= n; cc += kW<T>) {
+      V acc = V::load_unaligned(yj + cc);
+      for (int64_t r = 0; r < kRows; ++r) acc = xsimd::fma(V(a[r][jj]), V::load_unaligned(x[r] + cc), acc);
+      acc.store_unaligned(yj + cc);
+    }
+    for (; cc < n; ++cc)
+      for (int64_t r = 0; r < kRows; ++r) yj[cc] += a[r][jj] * x[r][cc];
   }
 }
 
@@ -237,7 +279,25 @@ template <class T>
 void tile_dots(const T* const* a, int64_t nr, const T* bt, int64_t Sp, int64_t C, int64_t j0,
                int64_t nj, T (*s)[kBlock]) {
   using V = Vec<T>;
-  for (int64_t jj = 0; jj < nj; jj += kW<T>) {
+  int64_t jj = 0;
+  if (nr == kRows)  // kNV key vectors at once: per c, kNV loads and kRows broadcasts
+    for (; jj + kNV * kW<T> <= nj; jj += kNV * kW<T>) {
+      V acc[kRows][kNV];
+      for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t u = 0; u < kNV; ++u) acc[r][u] = V(T(0));
+      const T* col = bt + j0 + jj;
+      for (int64_t c = 0; c < C; ++c) {
+        V bv[kNV];
+        for (int64_t u = 0; u < kNV; ++u) bv[u] = V::load_unaligned(col + c * Sp + u * kW<T>);
+        for (int64_t r = 0; r < kRows; ++r) {
+          const V ar(a[r][c]);
+          for (int64_t u = 0; u < kNV; ++u) acc[r][u] = xsimd::fma(ar, bv[u], acc[r][u]);
+        }
+      }
+      for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t u = 0; u < kNV; ++u) acc[r][u].store_unaligned(s[r] + jj + u * kW<T>);
+    }
+  for (; jj < nj; jj += kW<T>) {
     V acc[kRows];
     for (int64_t r = 0; r < kRows; ++r) acc[r] = V(T(0));
     const T* col = bt + j0 + jj;
@@ -280,6 +340,43 @@ inline int64_t key_end(const AttentionArgs& a, int64_t i0, int64_t nr, int64_t S
   return std::clamp<int64_t>(i0 + nr - 1 + a.causal_offset + 1, 0, S);
 }
 
+// f[jj] = keep(n, i, j0 + jj) / (1 - p), or 0, for jj < nj: Philox-4x32-10 (ops/random.h) laid out
+// structure-of-arrays over the keys so its 32x32 -> 64-bit multiplies vectorise (integer maths:
+// the same words). keep() in integer form: with u = bits 2^-53, u >= p <=> bits >= ceil(p 2^53).
+template <class T>
+void keep_factors(const AttentionArgs& a, uint64_t idx0, int64_t nj, T kf, T* f) {
+  alignas(64) uint32_t c0[kBlock], c1[kBlock], c2[kBlock], c3[kBlock];
+  const uint64_t base = a.offset + idx0;
+#pragma omp simd
+  for (int64_t jj = 0; jj < nj; ++jj) {
+    const uint64_t c = base + uint64_t(jj);
+    c0[jj] = uint32_t(c);
+    c1[jj] = uint32_t(c >> 32);
+    c2[jj] = 0;
+    c3[jj] = 0;
+  }
+  uint32_t k0 = uint32_t(a.seed), k1 = uint32_t(a.seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+#pragma omp simd
+    for (int64_t jj = 0; jj < nj; ++jj) {
+      const uint64_t p0 = uint64_t(0xD2511F53u) * c0[jj], p1 = uint64_t(0xCD9E8D57u) * c2[jj];
+      const uint32_t n0 = uint32_t(p1 >> 32) ^ c1[jj] ^ k0, n2 = uint32_t(p0 >> 32) ^ c3[jj] ^ k1;
+      c1[jj] = uint32_t(p1);
+      c3[jj] = uint32_t(p0);
+      c0[jj] = n0;
+      c2[jj] = n2;
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  const uint64_t thr = uint64_t(std::ceil(a.dropout_p * 9007199254740992.0));
+#pragma omp simd
+  for (int64_t jj = 0; jj < nj; ++jj) {
+    const uint64_t bits = ((uint64_t(c0[jj]) << 21) ^ uint64_t(c1[jj])) & ((uint64_t(1) << 53) - 1);
+    f[jj] = bits >= thr ? kf : T(0);
+  }
+}
+
 template <class T> struct Scratch {
   std::vector<T> kt, vt, qs, dq_pad;
 };
@@ -303,6 +400,7 @@ void fast_forward(const TensorView& q, const TensorView& k, const TensorView& v,
     sc.qs.resize(size_t(kRows * d.D));
     std::vector<T> acc(size_t(kRows * d.E));
     alignas(64) T s[kRows][kBlock];
+    alignas(64) T f[kBlock];
 #pragma omp for schedule(dynamic, 1)
     for (int64_t n = 0; n < d.B * d.H; ++n) {
       const int64_t b = n / d.H, h = n % d.H;
@@ -347,9 +445,10 @@ void fast_forward(const TensorView& q, const TensorView& k, const TensorView& v,
             T* ar = acc.data() + r * d.E;
             if (alpha != T(1))
               for (int64_t e = 0; e < d.E; ++e) ar[e] *= alpha;
-            if (a.dropout_p > 0)  // p' = p keep / (1 - p); l above sums the undropped p
-              for (int64_t jj = 0; jj < nj; ++jj)
-                if (s[r][jj] != T(0)) s[r][jj] = keep(a, n, i0 + r, j0 + jj, d) ? s[r][jj] * kf : T(0);
+            if (a.dropout_p > 0) {  // p' = p keep / (1 - p); l above sums the undropped p
+              keep_factors(a, uint64_t((n * d.T + i0 + r) * d.S + j0), nj, kf, f);
+              for (int64_t jj = 0; jj < nj; ++jj) s[r][jj] *= f[jj];
+            }
           }
           for (int64_t r = 0; r < kRows; ++r)  // rows past the tile or with nothing visible add 0
             if (r >= nr || m[r] == ninf) std::fill(s[r], s[r] + nj, T(0));
@@ -397,6 +496,8 @@ void fast_backward(const TensorView& q, const TensorView& k, const TensorView& v
     sc.dq_pad.resize(size_t(d.D));
     alignas(64) T s[kRows][kBlock];
     alignas(64) T dp[kRows][kBlock];
+    alignas(64) T f[kBlock];
+    std::fill(f, f + kBlock, kf);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t n = 0; n < d.B * d.H; ++n) {
       const int64_t b = n / d.H, h = n % d.H;
@@ -443,16 +544,12 @@ void fast_backward(const TensorView& q, const TensorView& k, const TensorView& v
             const V vl(li[r]);  // p = exp(s - lse): 0 for masked keys and dead rows (lse = inf)
             for (int64_t jj = 0; jj < njv; jj += kW<T>)
               xsimd::exp(V::load_aligned(s[r] + jj) - vl).store_aligned(s[r] + jj);
-            for (int64_t jj = 0; jj < nj; ++jj) {
+            if (a.dropout_p > 0)  // f_j = keep_j / (1 - p)
+              keep_factors(a, uint64_t((n * d.T + i0 + r) * d.S + j0), nj, kf, f);
+            for (int64_t jj = 0; jj < nj; ++jj) {  // p = 0 (masked) gives dS = P' = 0
               const T p = s[r][jj];
-              if (p == T(0)) {
-                dp[r][jj] = T(0);
-                continue;
-              }
-              T f = kf;  // keep_j / (1 - p)
-              if (a.dropout_p > 0 && !keep(a, n, i0 + r, j0 + jj, d)) f = T(0);
-              dp[r][jj] = p * (dp[r][jj] * f - delta[r]);  // dS = P (dP - delta)
-              s[r][jj] = p * f;                            // P'
+              dp[r][jj] = p == T(0) ? T(0) : p * (dp[r][jj] * f[jj] - delta[r]);  // dS = P (dP - delta)
+              s[r][jj] = p * f[jj];                                                // P'
             }
           }
           tile_gemm_keys(dvn + j0 * d.E, d.E, s, grows, nj, d.E);   // dV_j += sum_i p'_ij dO_i

@@ -134,6 +134,32 @@ TEST_CASE("attention: fused kernel equals the composite path for every mask comb
   }
 }
 
+TEST_CASE("attention: fused kernel equals composite at the benchmark head dims (64, 72)") {
+  // D = 64 uses the register-blocked paths (several vectors of the head dim per pass), 72 their
+  // vector and scalar tails; T = 70 > 64 keys also runs the blocked key loop of the scores.
+  const int64_t B = 2, H = 2, T = 70;
+  for (int64_t D : {64, 72})
+    for (DType dt : {DType::f64, DType::f32}) {
+      INFO("D " << D << " " << dtype_name(dt));
+      const double tol = dt == DType::f64 ? 1e-10 : 1e-5;
+      Tensor q = rnd({B, H, T, D}, 11, dt), k = rnd({B, H, T, D}, 12, dt), v = rnd({B, H, T, D}, 13, dt);
+      std::vector<int> pad(size_t(B * T), 1);
+      for (int64_t s = T - 9; s < T; ++s) pad[size_t(T + s)] = 0;  // batch 1: last 9 keys padded
+      for (bool causal : {false, true}) {
+        AttentionOptions o;
+        o.is_causal = causal;
+        o.dropout_p = 0.1;
+        o.attn_mask = bools(pad, {B, 1, 1, T});
+        Run f = run(q, k, v, o, AttentionImpl::fused);
+        check_agree(f, run(q, k, v, o, AttentionImpl::composite), tol);
+        set_use_reference_kernels(true);
+        Run r = run(q, k, v, o, AttentionImpl::fused);
+        set_use_reference_kernels(false);
+        check_agree(f, r, tol);
+      }
+    }
+}
+
 TEST_CASE("attention: a row whose keys are all masked gives zeros and zero gradients, no NaN") {
   for (AttentionImpl impl : {AttentionImpl::fused, AttentionImpl::composite}) {
     Tensor q = rnd({2, 3, 4}, 11), k = rnd({2, 5, 4}, 12), v = rnd({2, 5, 3}, 13);
