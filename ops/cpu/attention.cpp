@@ -69,6 +69,11 @@ inline T mask_at(const TensorView& m, int64_t b, int64_t h, int64_t i, int64_t j
   if (m.data == nullptr) return T(0);
   return m.ptr<T>()[b * m.strides[0] + h * m.strides[1] + i * m.strides[2] + j * m.strides[3]];
 }
+// The address of mask element (b, h, i, j); m.data must be set.
+template <class T>
+inline const T* mask_ptr(const TensorView& m, int64_t b, int64_t h, int64_t i, int64_t j) {
+  return m.ptr<T>() + b * m.strides[0] + h * m.strides[1] + i * m.strides[2] + j * m.strides[3];
+}
 
 inline bool visible(const AttentionArgs& a, int64_t i, int64_t j) {
   return !a.causal || j <= i + a.causal_offset;
@@ -325,10 +330,18 @@ void tile_scores(const T* const* qs, int64_t nr, const T* kt, int64_t Sp, const 
   tile_dots(qs, nr, kt, Sp, d.D, j0, njv, s);  // qs already carry the scale
   const T ninf = -std::numeric_limits<T>::infinity();
   for (int64_t r = 0; r < nr; ++r) {
-    for (int64_t jj = 0; jj < nj; ++jj) {
-      const int64_t j = j0 + jj;
-      if (!visible(a, i0 + r, j)) s[r][jj] = ninf;
-      else if (mask.data) s[r][jj] += mask_at<T>(mask, b, h, i0 + r, j);
+    if (mask.data && mask.strides[3] == 1) {  // a contiguous mask row: a plain (vectorised) add
+      const T* mrow = mask_ptr<T>(mask, b, h, i0 + r, j0);
+      for (int64_t jj = 0; jj < nj; ++jj) s[r][jj] += mrow[jj];
+      if (a.causal)
+        for (int64_t jj = 0; jj < nj; ++jj)
+          if (!visible(a, i0 + r, j0 + jj)) s[r][jj] = ninf;
+    } else {
+      for (int64_t jj = 0; jj < nj; ++jj) {
+        const int64_t j = j0 + jj;
+        if (!visible(a, i0 + r, j)) s[r][jj] = ninf;
+        else if (mask.data) s[r][jj] += mask_at<T>(mask, b, h, i0 + r, j);
+      }
     }
     for (int64_t jj = nj; jj < njv; ++jj) s[r][jj] = ninf;
   }
