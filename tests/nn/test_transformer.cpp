@@ -157,6 +157,15 @@ TEST_CASE("attention: fused kernel equals composite at the benchmark head dims (
         set_use_reference_kernels(false);
         check_agree(f, r, tol);
       }
+      // an additive mask broadcast over the keys ([T, 1]: stride 0 along S, the kernel's strided
+      // path); a per-row constant leaves softmax unchanged, so every 5th row is -inf (dead)
+      std::vector<double> mrow(static_cast<size_t>(T));
+      for (int64_t i = 0; i < T; ++i)
+        mrow[size_t(i)] = i % 5 == 0 ? -std::numeric_limits<double>::infinity() : 0.1 * double(i);
+      AttentionOptions o;
+      o.is_causal = true;
+      o.attn_mask = from_vector(mrow, {T, 1}, TensorOptions(dt));
+      check_agree(run(q, k, v, o, AttentionImpl::fused), run(q, k, v, o, AttentionImpl::composite), tol);
     }
 }
 
