@@ -240,7 +240,8 @@ template <class T> void gemm_batched(const Problem& p, const T* a, const T* b, T
               p.M, p.N, p.K, false);
     return;
   }
-  const bool par_each = p.M * p.N * p.K >= kParallelMacs;
+  // One thread: no OpenMP region at all (libgomp allocates a team of one on every region).
+  const bool par_each = threads > 1 && p.M * p.N * p.K >= kParallelMacs;
   for_each_batch(p, [&](int64_t i, int64_t oa, int64_t ob) {
     gemm<T>(a + oa, p.am, p.ak, b + ob, p.bk, p.bn, out + i * mn, p.N, p.M, p.N, p.K, par_each);
   });
