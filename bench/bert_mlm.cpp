@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "autograd/autocast.h"
 #include "models/bert.h"
 #include "nn/optim.h"
@@ -32,18 +33,8 @@ using namespace graft;
 
 namespace {
 
-double cpu_ms() {  // process CPU time, all threads
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
-}
-double vm_hwm_mib() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0;
-}
+using bench::cpu_ms;
+using bench::vm_hwm_mib;
 
 struct Batch {
   Tensor ids, types, labels, nsp;

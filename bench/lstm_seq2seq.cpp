@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "autograd/functions.h"
 #include "autograd/ops_rnn.h"
 #include "models/seq2seq.h"
@@ -55,18 +56,8 @@ namespace {
 
 constexpr int64_t V = 1000, E = 128, H = 256, B = 32, S = 20, T = 20, kBos = 1;
 
-double cpu_ms() {  // CPU time of the whole process (all threads)
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
-}
-double vm_hwm_mib() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0;
-}
+using bench::cpu_ms;
+using bench::vm_hwm_mib;
 
 // The reference script's model, in graft's nn layers (see the header comment).
 struct ExactModel : nn::Module {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "autograd/autocast.h"
 #include "models/transformer.h"
 #include "nn/optim.h"
@@ -29,18 +30,8 @@
 using namespace graft;
 
 namespace {
-double cpu_ms() {  // CPU time of the whole process (all threads): steadier than wall time on a busy host
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
-}
-double vm_hwm_mib() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0;
-}
+using bench::cpu_ms;
+using bench::vm_hwm_mib;
 }  // namespace
 
 int main(int argc, char** argv) {
