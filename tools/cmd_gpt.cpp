@@ -125,16 +125,7 @@ int train_gpt(const GptArgs& a) {
   std::fflush(stdout);
 
   Generator windows(uint64_t(a.seed) + 11);  // window starts; saved in checkpoints
-  nn::TrainerOptions to;
-  to.max_steps = a.steps;
-  to.eval_every = a.eval_every;
-  to.checkpoint_every = a.checkpoint_every;
-  to.run_dir = a.run_dir;
-  to.resume = a.resume;
-  to.overwrite = a.overwrite;
-  to.clip_grad_norm = a.clip;
-  to.items_name = "tokens";
-  to.log_every = a.log_every;
+  nn::TrainerOptions to = trainer_options(a);
   nlohmann::ordered_json cfg{{"model", "gpt"},         {"vocab", go.vocab},   {"d_model", go.d_model},
                              {"nhead", go.nhead},      {"num_layers", go.num_layers},
                              {"dim_feedforward", go.dim_feedforward},       {"dropout", go.dropout},

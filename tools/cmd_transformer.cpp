@@ -249,16 +249,7 @@ int train_transformer(const Args& a) {
     return epoch_batches[size_t(step % int64_t(epoch_batches.size()))];
   };
 
-  nn::TrainerOptions to;
-  to.max_steps = a.steps;
-  to.eval_every = a.eval_every;
-  to.checkpoint_every = a.checkpoint_every;
-  to.run_dir = a.run_dir;
-  to.resume = a.resume;
-  to.overwrite = a.overwrite;
-  to.clip_grad_norm = a.clip;
-  to.items_name = "tokens";
-  to.log_every = a.log_every;
+  nn::TrainerOptions to = trainer_options(a);
   to.early_stopping_metric = "exact";
   to.early_stopping_mode = "max";
   nlohmann::ordered_json cfg = nlohmann::json::parse(mo.to_json());
