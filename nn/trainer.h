@@ -110,10 +110,29 @@ struct TrainerOptions {
   int64_t log_every = 0;          // plain progress lines when stderr is not a TTY; 0 = about 20 per run
   bool handle_signals = true;     // SIGINT/SIGTERM during fit(): finish the step, save, return
   int64_t keep_checkpoints = 1;   // step directories kept (the newest ones)
+  // Wall-clock seconds of training in this fit() call (0 = no limit): fit() stops after the
+  // step that reaches it and saves a checkpoint (StopReason::time_budget). A resumed run gets
+  // a fresh budget.
+  double time_budget = 0.0;
+  // Keys of config_json that may differ between a checkpoint and the run that resumes it (how
+  // long to train, how often to log/evaluate/save, where to run). A difference in any other key
+  // (lr, batch, model size, ...) makes resume refuse with graft::Error naming the keys, before
+  // anything is loaded: a changed hyperparameter is never printed and silently ignored.
+  std::vector<std::string> resume_may_change = {
+      "steps", "time-budget", "eval-every", "checkpoint-every", "keep-checkpoints", "log-every",
+      "threads", "device", "patience", "progress"};
+  // Warn (progress line and a "diverging" key in metrics.jsonl) when the smoothed loss grows
+  // beyond this many times its value after the first steps (0 = never).
+  double divergence_factor = 10.0;
 };
 
-enum class StopReason { max_steps, early_stopping, interrupted };
+// Why fit() returned. max_steps, early_stopping, time_budget and target count as a finished run
+// (exit status 0 in the CLI); interrupted (Ctrl-C, SIGTERM, request_stop()) as 130.
+enum class StopReason { max_steps, early_stopping, interrupted, time_budget, target };
 const char* stop_reason_name(StopReason r);
+// The exit status a command reports for a run that stopped this way: 130 when interrupted,
+// else 0.
+inline int exit_status(StopReason r) { return r == StopReason::interrupted ? 130 : 0; }
 
 struct TrainResult {
   StopReason reason = StopReason::max_steps;
@@ -146,9 +165,13 @@ class Trainer {
   // bad checkpoint, or when an I/O operation fails.
   TrainResult fit();
 
-  // Asks a running fit() to stop after the current step (and save a checkpoint). Safe from
-  // any thread and from loss_fn; fit() clears earlier requests when it starts.
-  void request_stop() { stop_requested_.store(true); }
+  // Asks a running fit() to stop after the current step (and save a checkpoint), returning
+  // `why` as its reason (e.g. StopReason::target when a metric reached its goal). Safe from any
+  // thread and from loss_fn or eval_fn; fit() clears earlier requests when it starts.
+  void request_stop(StopReason why = StopReason::interrupted) {
+    stop_why_.store(int(why));
+    stop_requested_.store(true);
+  }
 
   // Saves a checkpoint of the current state in options.run_dir (see the scheme above); returns
   // its directory. Saving twice at the same step writes once.
@@ -197,6 +220,7 @@ class Trainer {
   std::string last_checkpoint_;
   std::vector<double> losses_;
   std::atomic<bool> stop_requested_{false};
+  std::atomic<int> stop_why_{int(StopReason::interrupted)};
   std::FILE* metrics_ = nullptr;
   std::unique_ptr<Progress> progress_;
 };
