@@ -7,6 +7,54 @@ d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 export OMP_NUM_THREADS=1
 
+# step_lines RUN_DIR: the step numbers of the training lines of RUN_DIR/metrics.jsonl, in order.
+step_lines() { sed -n 's/^{"step":\([0-9]*\),"loss".*/\1/p' "$1/metrics.jsonl"; }
+
+# wait_for_checkpoint PID RUN_DIR: polls (up to ~60 s) until RUN_DIR/checkpoint.json exists
+# while process PID still runs; fails if PID ends first.
+wait_for_checkpoint() {
+  n=0
+  while [ ! -f "$2/checkpoint.json" ]; do
+    if ! kill -0 "$1" 2>/dev/null; then echo "$2: the run ended before its first checkpoint" >&2; return 1; fi
+    n=$((n + 1)); [ $n -lt 1200 ] || { echo "$2: no checkpoint after 60 s" >&2; return 1; }
+    sleep 0.05
+  done
+}
+
+# kill_and_resume RUN_DIR STEPS ARGS...: runs `graft ARGS... --run-dir RUN_DIR --steps STEPS
+# --checkpoint-every 2` in the background, kill -9s it at a random step after its first
+# checkpoint, then runs the same command with --resume. The resumed run must exit 0, end at
+# STEPS (checkpoint.json), log every step 1..STEPS exactly once in metrics.jsonl, and keep the
+# killed run's best_model.safetensors if it had one. Choose STEPS so that a run lasts a second
+# or more (the kill must land before the end); the killed run's output is in RUN_DIR.killed.
+kill_and_resume() {
+  run=$1; steps=$2; shift 2
+  "$G" "$@" --run-dir "$run" --steps "$steps" --checkpoint-every 2 >"$run.killed" 2>&1 &
+  pid=$!
+  wait_for_checkpoint "$pid" "$run" || { cat "$run.killed" >&2; return 1; }
+  # a random further 0..0.3 s, so the kill lands at a random step (and sometimes mid-save)
+  sleep "0.$(($(od -An -N1 -tu1 /dev/urandom) % 4))"
+  if ! kill -9 "$pid" 2>/dev/null; then
+    echo "kill_and_resume $run: the run finished before the kill; raise STEPS" >&2; return 1
+  fi
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" -eq 137 ] || { echo "kill_and_resume $run: killed run exited $rc, expected 137" >&2; return 1; }
+  had_best=0; [ -f "$run/best_model.safetensors" ] && had_best=1
+  rc=0
+  "$G" "$@" --run-dir "$run" --steps "$steps" --checkpoint-every 2 --resume >"$run.out" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "kill_and_resume $run: the resumed run exited $rc" >&2; cat "$run.out" >&2; return 1
+  fi
+  grep -q "\"step\": *$steps[,}]" "$run/checkpoint.json" ||
+    { echo "kill_and_resume $run: checkpoint.json is not at step $steps" >&2; cat "$run/checkpoint.json" >&2; return 1; }
+  if [ "$(step_lines "$run" | tr '\n' ' ')" != "$(seq 1 "$steps" | tr '\n' ' ')" ]; then
+    echo "kill_and_resume $run: metrics.jsonl does not log steps 1..$steps once each" >&2; return 1
+  fi
+  if [ $had_best -eq 1 ] && [ ! -s "$run/best_model.safetensors" ]; then
+    echo "kill_and_resume $run: best_model.safetensors was lost" >&2; return 1
+  fi
+}
+
 "$G" train seq2seq --task reverse --steps 40 --eval-every 20 --hidden 32 --embed 16 \
   --train-size 300 --valid-size 30 --test-size 30 --run-dir "$d/s2s" \
   --test-min-len 4 --test-max-len 11 --length-bin 4 --target-exact 0.99 >"$d/out" 2>&1
@@ -56,6 +104,8 @@ test "$(losses "$d/gp")" = "$(losses "$d/gpr")"
 "$G" compile-info --dot "$d/step.dot" >"$d/out" 2>&1
 grep -q "digraph" "$d/step.dot"
 "$G" train mlp --compile --steps 30 >"$d/out" 2>&1
+# kill -9 at a random step after the first checkpoint, then --resume: nothing lost
+kill_and_resume "$d/kr-mlp" 60 train mlp --hidden 16 --eval-every 10
 
 # BERT: pretrain a 1-layer model on a tiny corpus (vocabulary trained on it), then fine-tune it
 # on a slice of the WordNet lexname task (when wordnet-base is installed).
