@@ -45,7 +45,7 @@ kill_and_resume() {
   if [ "$rc" -ne 0 ]; then
     echo "kill_and_resume $run: the resumed run exited $rc" >&2; cat "$run.out" >&2; return 1
   fi
-  grep -q "\"step\": *$steps[,}]" "$run/checkpoint.json" ||
+  grep -q "\"step\": *${steps}[,}]" "$run/checkpoint.json" ||
     { echo "kill_and_resume $run: checkpoint.json is not at step $steps" >&2; cat "$run/checkpoint.json" >&2; return 1; }
   if [ "$(step_lines "$run" | tr '\n' ' ')" != "$(seq 1 "$steps" | tr '\n' ' ')" ]; then
     echo "kill_and_resume $run: metrics.jsonl does not log steps 1..$steps once each" >&2; return 1
