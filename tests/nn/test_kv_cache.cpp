@@ -107,6 +107,36 @@ TEST_CASE("KV cache: reorder selects batch rows (beam search), also changing the
   CHECK(max_diff(c.v, index_select(before, 0, swap)) == 0);
 }
 
+TEST_CASE("KV cache: appends longer than the doubled buffer grow to fit (S + L > 2 x allocated)") {
+  NoGradGuard ng;
+  nn::KVCache c;
+  c.capacity = 2;
+  // appends of lengths 1, 7 (8 > 2 x 2), 1, 20 (29 > 2 x 8) and 3: B 2, H 3, Dh 4
+  std::vector<Tensor> ks, vs;
+  uint64_t seed = 10;
+  for (int64_t L : {1, 7, 1, 20, 3}) {
+    ks.push_back(rnd({2, 3, L, 4}, seed++));
+    vs.push_back(rnd({2, 3, L, 4}, seed++));
+    c.append(ks.back(), vs.back());
+    const Tensor want_k = cat(ks, 2), want_v = cat(vs, 2);
+    CAPTURE(L);
+    REQUIRE(c.length() == want_k.size(2));
+    CHECK(c.allocated() >= c.length());
+    CHECK(c.k.storage().get() == c.k_buf.storage().get());  // still a view of the buffer
+    CHECK(max_diff(c.k, want_k) == 0);
+    CHECK(max_diff(c.v, want_v) == 0);
+  }
+  CHECK(c.length() == 32);
+  // a first append longer than the capacity allocates what it needs
+  nn::KVCache d;
+  d.capacity = 3;
+  Tensor k = rnd({1, 2, 10, 4}, 50), v = rnd({1, 2, 10, 4}, 51);
+  d.append(k, v);
+  CHECK(d.allocated() >= 10);
+  CHECK(max_diff(d.k, k) == 0);
+  CHECK(max_diff(d.v, v) == 0);
+}
+
 TEST_CASE("KV cache: mismatched appends raise graft::Error and leave the cache as it was") {
   NoGradGuard ng;
   nn::KVCache c;

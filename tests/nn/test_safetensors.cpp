@@ -282,6 +282,34 @@ TEST_CASE("safetensors: exact bytes of a tiny file (layout of the reference writ
   CHECK(f.tensors[3].first == "mask");
 }
 
+TEST_CASE("safetensors: a header already a multiple of 8 bytes gets no padding") {
+  // The format pads the JSON header with spaces up to the next multiple of 8 bytes, so a
+  // header whose length is already a multiple of 8 gets no padding at all. The bytes below
+  // are built from that definition, not by our writer.
+  TmpDir tmp;
+  std::string path = tmp / "aligned.safetensors";
+  nn::save_safetensors(path, {{"tab", fvec({1.5}, {1})}});
+  const std::string header = R"({"tab":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  REQUIRE(header.size() == 56);  // 7 * 8: aligned as it is
+  Bytes expected = {56, 0, 0, 0, 0, 0, 0, 0};  // u64 little-endian header length
+  expected.insert(expected.end(), header.begin(), header.end());
+  for (uint8_t b : {0x00, 0x00, 0xC0, 0x3F}) expected.push_back(b);  // 1.5f little-endian
+  CHECK(read_bytes(path) == expected);
+  // every residue of the header length modulo 8 pads to the next multiple, never beyond it
+  for (size_t len = 1; len <= 16; ++len) {
+    const std::string name(len, 'n');
+    nn::save_safetensors(path, {{name, fvec({1.5}, {1})}});
+    const Bytes b = read_bytes(path);
+    const size_t raw = header.size() - 3 + len;  // the same JSON with a longer name
+    const size_t padded = (raw + 7) / 8 * 8;
+    CAPTURE(len);
+    REQUIRE(b.size() == 8 + padded + 4);
+    CHECK(b[0] == padded);
+    CHECK(std::string(b.begin() + 8 + raw, b.begin() + 8 + padded) ==
+          std::string(padded - raw, ' '));
+  }
+}
+
 // ------------------------------------------------------------------ errors
 
 TEST_CASE("safetensors: truncated files and bad header lengths") {

@@ -470,3 +470,76 @@ TEST_CASE("opencl: the spirals MLP trains 20 steps along the CPU loss curve") {
   CHECK(avg(cpu, 15, 20) < avg(cpu, 0, 5));  // it learns
   CHECK(st.hit_rate() > 0.9);
 }
+
+// Every path of the row and tree-reduction kernels (reduce.cl, norm.cl, loss.cl, the wg_sum and
+// wg_max trees of common.cl) against the CPU, forward and backward, in f64 and f32. The host
+// picks reduce_seq (one item per output) for R <= 32 or for >= 1024 outputs of R <= 1024, and
+// reduce_wg otherwise: 64 items per output, each striding over R, then a tree. The sizes reach
+// items with no element (R < 64), exact multiples of the group, one-element tails, many strides
+// (4097, 70000), several groups (rows), strided and multi-dim reduced dims, and both host paths.
+TEST_CASE("opencl: reductions, softmax, layer norm and cross-entropy on every kernel path") {
+  require_device();
+  Generator g(21);
+  auto u = [&](const Shape& s) { return uniform(s, -2, 2, DType::f64, &g).requires_grad_(true); };
+  int checked = 0;
+  auto check = [&](const std::string& what, std::vector<Tensor> in, TensorFn fn) {
+    const OpCase c{what, std::move(in), std::move(fn)};
+    for (DType dt : {DType::f64, DType::f32}) {
+      const Run cpu = run_case(c, dt, Device::cpu()), dev = run_case(c, dt, kDev);
+      const double tol = dt == DType::f64 ? 1e-9 : 2e-4;
+      const std::string fw = compare(dev.y, cpu.y, tol);
+      CHECK_MESSAGE(fw.empty(), what << " " << dt << " forward: " << fw);
+      REQUIRE(dev.grads.size() == cpu.grads.size());
+      for (size_t i = 0; i < dev.grads.size(); ++i) {
+        const std::string bw = compare(dev.grads[i], cpu.grads[i], tol);
+        CHECK_MESSAGE(bw.empty(), what << " " << dt << " grad " << i << ": " << bw);
+      }
+    }
+    ++checked;
+  };
+  const std::vector<int64_t> lengths = {1, 31, 32, 33, 63, 64, 65, 255, 256, 257, 4097, 70000};
+  for (int64_t R : lengths) {
+    for (int64_t rows : {1, 3}) {
+      const std::string s = fmt::format("[{},{}]", rows, R);
+      check("sum " + s, {u({rows, R})}, [](const auto& in) { return sum(in[0], {1}); });
+      check("amax " + s, {u({rows, R})}, [](const auto& in) { return amax(in[0], {1}); });
+      check("amin " + s, {u({rows, R})}, [](const auto& in) { return amin(in[0], {1}); });
+      check("softmax " + s, {u({rows, R})}, [](const auto& in) { return softmax(in[0], 1); });
+      check("log_softmax " + s, {u({rows, R})},
+            [](const auto& in) { return log_softmax(in[0], 1); });
+      check("layer_norm gamma beta " + s, {u({rows, R}), u({R}), u({R})},
+            [](const auto& in) { return layer_norm(in[0], in[1], in[2]); });
+      check("layer_norm " + s, {u({rows, R})}, [](const auto& in) { return layer_norm(in[0]); });
+      std::vector<int64_t> t = {R - 1, 0, R / 2};
+      t.resize(size_t(rows));
+      check("cross_entropy smoothed " + s, {u({rows, R}), from_vector(t, {rows})},
+            [](const auto& in) {
+              return cross_entropy(in[0], in[1], {.label_smoothing = 0.1,
+                                                  .reduction = Reduction::none});
+            });
+    }
+  }
+  // the whole tensor, strided and multi-dim reduced dims, both host paths with many outputs
+  check("sum all [70000]", {u({70000})}, [](const auto& in) { return sum(in[0]); });
+  check("sum dim 0 [257,5]", {u({257, 5})}, [](const auto& in) { return sum(in[0], {0}); });
+  check("amax dim 0 of a transpose [3,4097]^T", {u({3, 4097})},
+        [](const auto& in) { return amax(in[0].t(), {0}); });
+  check("sum dims 0,2 [33,3,65]", {u({33, 3, 65})},
+        [](const auto& in) { return sum(in[0], {0, 2}); });
+  check("amin dims 0,2 [33,3,65]", {u({33, 3, 65})},
+        [](const auto& in) { return amin(in[0], {0, 2}); });
+  check("sum [1100,40] (seq, many outputs)", {u({1100, 40})},
+        [](const auto& in) { return sum(in[0], {1}); });
+  check("amax dim 0 [40,1100] (seq, strided)", {u({40, 1100})},
+        [](const auto& in) { return amax(in[0], {0}); });
+  check("sum [1100,1025] (work-group, many outputs)", {u({1100, 1025})},
+        [](const auto& in) { return sum(in[0], {1}); });
+  check("softmax dim 0 [257,3]", {u({257, 3})}, [](const auto& in) { return softmax(in[0], 0); });
+  // layer norm's parameter gradients sum over rows: one item per column, many rows
+  check("layer_norm gamma beta [300,65]", {u({300, 65}), u({65}), u({65})},
+        [](const auto& in) { return layer_norm(in[0], in[1], in[2]); });
+  check("cross_entropy mean, row 1 ignored [3,4097]",
+        {u({3, 4097}), from_vector(std::vector<int64_t>{5, -100, 4096}, {3})},
+        [](const auto& in) { return cross_entropy(in[0], in[1]); });
+  CHECK(checked == 12 * 2 * 8 + 11);
+}
