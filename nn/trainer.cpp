@@ -2,23 +2,17 @@
 // the run directory layout and the crash-consistency scheme.
 #include "nn/trainer.h"
 
-#include <fcntl.h>
-#include <signal.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <random>
-#include <set>
-#include <sstream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -26,7 +20,8 @@
 #include "autograd/grad_mode.h"
 #include "graft_config.h"
 #include "nn/clip.h"
-#include "nn/safetensors.h"
+#include "nn/interrupt.h"
+#include "nn/run_files.h"
 #include "ops/error.h"
 
 namespace graft::nn {
@@ -36,142 +31,10 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-constexpr const char* kPointer = "checkpoint.json";
-constexpr const char* kCheckpointDir = "checkpoint";
-constexpr const char* kModelFile = "model.safetensors";
-constexpr const char* kStateFile = "train_state.safetensors";
 constexpr const char* kMetricsFile = "metrics.jsonl";
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-double now_seconds() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-// ---------------------------------------------------------------- signals
-// The handler only sets this flag (and writes a fixed message): fit() polls it between steps.
-std::atomic<int> g_signal{0};
-static_assert(std::atomic<int>::is_always_lock_free, "the signal flag must be lock-free");
-
-void on_signal(int sig) {
-  if (g_signal.exchange(sig) != 0) {  // the second Ctrl-C: quit now, the default way
-    struct sigaction sa {};
-    sa.sa_handler = SIG_DFL;
-    sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, nullptr);
-    raise(sig);
-    return;
-  }
-  static const char msg[] =
-      "\ngraft: interrupted; finishing this step and saving a checkpoint (press Ctrl-C again to "
-      "quit at once)\n";
-  ssize_t r = ::write(STDERR_FILENO, msg, sizeof msg - 1);
-  (void)r;
-}
-
-// Installs on_signal for SIGINT and SIGTERM for its lifetime, then puts the old handlers back.
-class SignalGuard {
- public:
-  explicit SignalGuard(bool on) : on_(on) {
-    g_signal.store(0);
-    if (!on_) return;
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~SignalGuard() {
-    if (!on_) return;
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  SignalGuard(const SignalGuard&) = delete;
-  SignalGuard& operator=(const SignalGuard&) = delete;
-
- private:
-  bool on_;
-  struct sigaction old_int_ {}, old_term_ {};
-};
-
-// ---------------------------------------------------------------- files
-[[noreturn]] void io_error(const std::string& what, const std::string& path, int err) {
-  throw Error(fmt::format("Trainer: {} {}: {}", what, path, std::strerror(err)));
-}
-
-void fsync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  while (::fsync(fd) != 0) {
-    if (errno == EINTR) continue;
-    if (errno == EINVAL || errno == EROFS || errno == ENOTSUP) break;
-    int err = errno;
-    ::close(fd);
-    io_error("cannot fsync the directory", dir, err);
-  }
-  ::close(fd);
-}
-
-// Writes `text` to `path` atomically: a temporary file, fsync, rename, fsync of the directory.
-void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wbe");
-  if (!f) io_error("cannot create", tmp, errno);
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
-  while (ok && ::fsync(::fileno(f)) != 0)
-    if (errno != EINTR) ok = false;
-  int err = errno;
-  if (std::fclose(f) != 0 && ok) ok = false, err = errno;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    io_error("cannot write", tmp, err);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
-    std::remove(tmp.c_str());
-    io_error("cannot rename a temporary file over", path, err);
-  }
-  fsync_dir(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string());
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) io_error("cannot read", path, errno ? errno : ENOENT);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string step_dir_name(int64_t step) { return fmt::format("step-{:08d}", step); }
-
-// The step of a directory named like step_dir_name(), or -1.
-int64_t parse_step_dir(const std::string& name) {
-  if (name.size() < 6 || name.size() > 5 + 18 || name.rfind("step-", 0) != 0) return -1;
-  int64_t v = 0;
-  for (size_t i = 5; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return -1;
-    v = v * 10 + (name[i] - '0');
-  }
-  return v;
-}
-
-std::string new_checkpoint_id(int64_t step) {
-  std::random_device rd;
-  uint64_t r = (uint64_t(rd()) << 32) ^ uint64_t(rd());
-  return fmt::format("{}-{:016x}", step, r);
-}
-
-// ---------------------------------------------------------------- small tensors
-Tensor i64_tensor(std::vector<int64_t> v) {
-  const int64_t n = int64_t(v.size());
-  return from_vector(v, {n});
-}
-Tensor f64_tensor(double v) { return from_vector(std::vector<double>{v}, {1}, DType::f64); }
-
-Tensor generator_tensor(const Generator& g) {
-  return i64_tensor({std::bit_cast<int64_t>(g.seed), std::bit_cast<int64_t>(g.offset)});
-}
+double now_seconds() { return monotonic_seconds(); }
 
 // ---------------------------------------------------------------- formatting
 std::string format_duration(double s) {
@@ -206,6 +69,8 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::max_steps: return "max_steps";
     case StopReason::early_stopping: return "early_stopping";
     case StopReason::interrupted: return "interrupted";
+    case StopReason::time_budget: return "time_budget";
+    case StopReason::target: return "target";
   }
   return "?";
 }
@@ -249,7 +114,8 @@ Trainer::Trainer(TrainerOptions options, Module& model, optim::Optimizer& optimi
       loss_fn_(std::move(loss_fn)),
       eval_fn_(std::move(eval_fn)),
       best_metric_(kNaN),
-      session_start_(now_seconds()) {
+      session_start_(now_seconds()),
+      loss_start_(kNaN) {
   validate_options();
 }
 
@@ -292,6 +158,12 @@ void Trainer::validate_options() const {
   GRAFT_CHECK(o.log_every >= 0, "Trainer: log_every must be >= 0, got {}", o.log_every);
   GRAFT_CHECK(o.keep_checkpoints >= 1, "Trainer: keep_checkpoints must be >= 1, got {}",
               o.keep_checkpoints);
+  GRAFT_CHECK(std::isfinite(o.time_budget) && o.time_budget >= 0,
+              "Trainer: time_budget must be a finite number of seconds >= 0 (0 = none), got {}",
+              o.time_budget);
+  GRAFT_CHECK(std::isfinite(o.divergence_factor) && (o.divergence_factor == 0 || o.divergence_factor > 1),
+              "Trainer: divergence_factor must be 0 (off) or a finite number > 1, got {}",
+              o.divergence_factor);
   if (!o.config_json.empty()) {
     try {
       const auto parsed = nlohmann::json::parse(o.config_json);
@@ -317,349 +189,12 @@ void Trainer::register_generator(const std::string& name, Generator& gen) {
 
 double Trainer::elapsed() const { return elapsed_before_ + (now_seconds() - session_start_); }
 
-// ---------------------------------------------------------------- the run directory
-void Trainer::prepare_run_dir() {
-  const fs::path dir(opt_.run_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  GRAFT_CHECK(!ec && fs::is_directory(dir), "Trainer: cannot create the run directory {}: {}",
-              opt_.run_dir, ec ? ec.message() : "it exists and is not a directory");
-
-  bool resumed = false;
-  if (opt_.resume) {
-    resumed = load_checkpoint();
-    if (resumed) {
-      message(fmt::format("resumed from {} (step {})", last_checkpoint_, step_));
-      truncate_metrics(step_);
-    } else {
-      message(fmt::format("no checkpoint in {}; starting from step 0", opt_.run_dir));
-    }
-  } else if (fs::exists(dir / kPointer)) {
-    GRAFT_CHECK(opt_.overwrite,
-                "Trainer: {} already holds a checkpoint; hint: resume it (--resume), start over "
-                "(--overwrite), or choose another run directory",
-                opt_.run_dir);
-    fs::remove(dir / kPointer, ec);
-    GRAFT_CHECK(!ec, "Trainer: cannot remove {}: {}", (dir / kPointer).string(), ec.message());
-  }
-  if (!resumed) {
-    // A fresh run: no old checkpoints, best model or metrics may be mistaken for this run's.
-    // (Only what the trainer writes is removed: step-N directories, not the whole folder.)
-    if (fs::is_directory(dir / kCheckpointDir, ec))
-      for (const auto& e : fs::directory_iterator(dir / kCheckpointDir, ec))
-        if (parse_step_dir(e.path().filename().string()) >= 0) fs::remove_all(e.path(), ec);
-    fs::remove(dir / "best_model.safetensors", ec);
-    write_text_atomic((dir / kMetricsFile).string(), "");
-  }
-  if (!opt_.config_json.empty())
-    write_text_atomic((dir / "config.json").string(),
-                      ojson::parse(opt_.config_json).dump(2) + "\n");
-  const std::string mpath = (dir / kMetricsFile).string();
-  metrics_ = std::fopen(mpath.c_str(), "ae");
-  if (!metrics_) io_error("cannot open", mpath, errno);
-}
-
-// Keeps the lines of metrics.jsonl up to `last_step` (a resumed run rewrites what follows).
-void Trainer::truncate_metrics(int64_t last_step) {
-  const std::string path = (fs::path(opt_.run_dir) / kMetricsFile).string();
-  if (!fs::exists(path)) return;
-  std::istringstream in(read_text(path));
-  std::string line, kept;
-  int64_t dropped = 0;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    bool keep = false;
-    try {
-      auto j = nlohmann::json::parse(line);
-      keep = j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-             j["step"].get<int64_t>() <= last_step;
-    } catch (const nlohmann::json::exception&) {
-      keep = false;  // a line cut short by a crash
-    }
-    if (keep)
-      kept += line + "\n";
-    else
-      ++dropped;
-  }
-  if (dropped > 0) write_text_atomic(path, kept);
-}
-
 void Trainer::log_json(const std::string& line) {
   if (!metrics_) return;
   std::string s = line + "\n";
   if (std::fwrite(s.data(), 1, s.size(), metrics_) != s.size() || std::fflush(metrics_) != 0)
-    io_error("cannot write to", (fs::path(opt_.run_dir) / kMetricsFile).string(), errno);
-}
-
-// ---------------------------------------------------------------- checkpoints
-NamedTensors Trainer::train_state() const {
-  NamedTensors sd;
-  for (auto& [k, t] : optimizer_.state_dict()) sd.emplace_back("optimizer." + k, t);
-  if (scheduler_)
-    for (auto& [k, t] : scheduler_->state_dict()) sd.emplace_back("scheduler." + k, t);
-  sd.emplace_back("trainer.step", i64_tensor({step_}));
-  sd.emplace_back("trainer.best_metric", f64_tensor(best_metric_));
-  sd.emplace_back("trainer.best_step", i64_tensor({best_step_}));
-  sd.emplace_back("trainer.bad_evals", i64_tensor({bad_evals_}));
-  sd.emplace_back("trainer.elapsed", f64_tensor(elapsed()));
-  sd.emplace_back("trainer.loss_ema", f64_tensor(loss_ema_));
-  sd.emplace_back("trainer.ema_steps", i64_tensor({ema_steps_}));
-  sd.emplace_back("rng.default", generator_tensor(default_generator()));
-  for (auto& [n, g] : generators_) sd.emplace_back("rng." + n, generator_tensor(*g));
-  return sd;
-}
-
-std::map<std::string, std::string> Trainer::checkpoint_metadata(const std::string& id) const {
-  return {{"format", "pt"},
-          {"graft_version", GRAFT_VERSION},
-          {"step", std::to_string(step_)},
-          {"checkpoint_id", id},
-          {"optimizer", optimizer_.name()},
-          {"scheduler", scheduler_ ? scheduler_->name() : ""},
-          {"config", opt_.config_json}};
-}
-
-std::string Trainer::save_checkpoint() {
-  GRAFT_CHECK(!opt_.run_dir.empty(), "Trainer.save_checkpoint: no run_dir to save into");
-  const fs::path run(opt_.run_dir);
-  const std::string rel = fmt::format("{}/{}", kCheckpointDir, step_dir_name(step_));
-  const fs::path dir = run / rel;
-  if (last_saved_step_ == step_ && !last_checkpoint_.empty()) return last_checkpoint_;
-
-  std::error_code ec;
-  fs::remove_all(dir, ec);  // leftovers of an unfinished save, never the live checkpoint
-  fs::create_directories(dir, ec);
-  GRAFT_CHECK(!ec, "Trainer: cannot create {}: {}", dir.string(), ec.message());
-  fsync_dir((run / kCheckpointDir).string());
-
-  const std::string id = new_checkpoint_id(step_);
-  const auto meta = checkpoint_metadata(id);
-  // 1. the model, 2. the train state (each atomic and fsynced, with its directory entry)
-  save_safetensors((dir / kModelFile).string(), model_.state_dict(), meta);
-  save_safetensors((dir / kStateFile).string(), train_state(), meta);
-  // 3. the pointer, last: until it is replaced, the previous checkpoint stays the live one
-  ojson ptr;
-  ptr["format"] = "graft-checkpoint";
-  ptr["version"] = 1;
-  ptr["step"] = step_;
-  ptr["dir"] = rel;
-  ptr["model"] = kModelFile;
-  ptr["train_state"] = kStateFile;
-  ptr["checkpoint_id"] = id;
-  ptr["graft_version"] = GRAFT_VERSION;
-  write_text_atomic((run / kPointer).string(), ptr.dump(2) + "\n");
-  last_saved_step_ = step_;
-  last_checkpoint_ = dir.string();
-
-  // 4. prune: keep this one and the newest keep_checkpoints - 1 older ones
-  std::vector<std::pair<int64_t, fs::path>> older;
-  for (const auto& e : fs::directory_iterator(run / kCheckpointDir, ec)) {
-    const int64_t s = parse_step_dir(e.path().filename().string());
-    if (s < 0 || s == step_) continue;
-    if (s > step_)
-      fs::remove_all(e.path(), ec);  // stale: from before a resume at an earlier step
-    else
-      older.emplace_back(s, e.path());
-  }
-  std::sort(older.rbegin(), older.rend());
-  for (size_t i = size_t(opt_.keep_checkpoints - 1); i < older.size(); ++i)
-    fs::remove_all(older[i].second, ec);
-  return last_checkpoint_;
-}
-
-namespace {
-
-// A plain file name: no directories, nothing hidden.
-bool plain_name(const std::string& s) {
-  return !s.empty() && s.size() < 256 && s.find('/') == std::string::npos && s[0] != '.';
-}
-
-int64_t scalar_i64(const NamedTensors& sd, const std::string& key, const std::string& where) {
-  for (auto& [k, t] : sd)
-    if (k == key) {
-      GRAFT_CHECK(t.dtype() == DType::i64 && t.numel() == 1,
-                  "{}: '{}' must be int64 [1], got {} {}", where, key, t.dtype(), t.shape().str());
-      return t.to_vector<int64_t>()[0];
-    }
-  throw Error(fmt::format("{}: missing '{}'", where, key));
-}
-double scalar_f64(const NamedTensors& sd, const std::string& key, const std::string& where) {
-  for (auto& [k, t] : sd)
-    if (k == key) {
-      GRAFT_CHECK(t.dtype() == DType::f64 && t.numel() == 1,
-                  "{}: '{}' must be float64 [1], got {} {}", where, key, t.dtype(),
-                  t.shape().str());
-      return t.to_vector<double>()[0];
-    }
-  throw Error(fmt::format("{}: missing '{}'", where, key));
-}
-Generator generator_from(const Tensor& t, const std::string& key, const std::string& where) {
-  GRAFT_CHECK(t.dtype() == DType::i64 && t.dim() == 1 && t.numel() == 2,
-              "{}: '{}' must be int64 [2] (seed, offset), got {} {}", where, key, t.dtype(),
-              t.shape().str());
-  auto v = t.to_vector<int64_t>();
-  Generator g(std::bit_cast<uint64_t>(v[0]));
-  g.offset = std::bit_cast<uint64_t>(v[1]);
-  return g;
-}
-
-NamedTensors clone_all(const NamedTensors& sd) {
-  NamedTensors out;
-  for (auto& [k, t] : sd) out.emplace_back(k, t.detach().clone());
-  return out;
-}
-
-}  // namespace
-
-bool Trainer::load_checkpoint() {
-  GRAFT_CHECK(!opt_.run_dir.empty(), "Trainer.load_checkpoint: no run_dir to load from");
-  const fs::path run(opt_.run_dir);
-  const std::string pointer = (run / kPointer).string();
-  if (!fs::exists(pointer)) return false;
-
-  // ---- the pointer
-  const std::string where = "Trainer: resume from " + pointer;
-  nlohmann::json ptr;
-  try {
-    ptr = nlohmann::json::parse(read_text(pointer));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON ({})", where, e.what()));
-  }
-  auto str_field = [&](const char* k) {
-    GRAFT_CHECK(ptr.is_object() && ptr.contains(k) && ptr[k].is_string(),
-                "{}: missing string field \"{}\"", where, k);
-    return ptr[k].get<std::string>();
-  };
-  GRAFT_CHECK(ptr.is_object() && ptr.value("format", "") == "graft-checkpoint",
-              "{}: not a graft checkpoint pointer (\"format\" is not \"graft-checkpoint\")", where);
-  GRAFT_CHECK(ptr.contains("step") && ptr["step"].is_number_integer() && ptr["step"].get<int64_t>() >= 0,
-              "{}: missing or invalid \"step\"", where);
-  const int64_t step = ptr["step"].get<int64_t>();
-  const std::string rel = str_field("dir"), model_name = str_field("model"),
-                    state_name = str_field("train_state"), id = str_field("checkpoint_id");
-  const std::string expected_rel = fmt::format("{}/{}", kCheckpointDir, step_dir_name(step));
-  GRAFT_CHECK(rel == expected_rel, "{}: \"dir\" is \"{}\", expected \"{}\"", where, rel,
-              expected_rel);
-  GRAFT_CHECK(plain_name(model_name) && plain_name(state_name),
-              "{}: \"model\" and \"train_state\" must be plain file names", where);
-  const fs::path dir = run / rel;
-
-  // ---- both files, fully read and checked against the pointer
-  SafetensorsFile model_file = load_safetensors((dir / model_name).string());
-  SafetensorsFile state_file = load_safetensors((dir / state_name).string());
-  for (const SafetensorsFile* f : {&model_file, &state_file}) {
-    auto it = f->metadata.find("checkpoint_id");
-    GRAFT_CHECK(it != f->metadata.end() && it->second == id,
-                "{}: {} belongs to checkpoint '{}', the pointer names '{}' (a mixed checkpoint)",
-                where, f == &model_file ? model_name : state_name,
-                it == f->metadata.end() ? "?" : it->second, id);
-  }
-  const auto& meta = state_file.metadata;
-  auto meta_of = [&](const char* k) {
-    auto it = meta.find(k);
-    return it == meta.end() ? std::string() : it->second;
-  };
-  GRAFT_CHECK(meta_of("optimizer") == optimizer_.name(),
-              "{}: the checkpoint was saved with optimizer {}, this run uses {}", where,
-              meta_of("optimizer"), optimizer_.name());
-  const std::string sched_name = scheduler_ ? scheduler_->name() : "";
-  GRAFT_CHECK(meta_of("scheduler") == sched_name,
-              "{}: the checkpoint was saved with scheduler '{}', this run uses '{}'", where,
-              meta_of("scheduler"), sched_name);
-
-  // ---- split the train state
-  NamedTensors opt_sd, sched_sd, trainer_sd;
-  std::map<std::string, Tensor> rngs;
-  for (auto& [k, t] : state_file.tensors) {
-    if (k.rfind("optimizer.", 0) == 0)
-      opt_sd.emplace_back(k.substr(10), t);
-    else if (k.rfind("scheduler.", 0) == 0)
-      sched_sd.emplace_back(k.substr(10), t);
-    else if (k.rfind("trainer.", 0) == 0)
-      trainer_sd.emplace_back(k, t);
-    else if (k.rfind("rng.", 0) == 0)
-      rngs.emplace(k.substr(4), t);
-    else
-      throw Error(fmt::format("{}: unexpected tensor '{}' in {}", where, k, state_name));
-  }
-  const int64_t saved_step = scalar_i64(trainer_sd, "trainer.step", where);
-  GRAFT_CHECK(saved_step == step, "{}: the train state is at step {}, the pointer says {}", where,
-              saved_step, step);
-  const double best_metric = scalar_f64(trainer_sd, "trainer.best_metric", where);
-  const int64_t best_step = scalar_i64(trainer_sd, "trainer.best_step", where);
-  const int64_t bad_evals = scalar_i64(trainer_sd, "trainer.bad_evals", where);
-  const double elapsed_s = scalar_f64(trainer_sd, "trainer.elapsed", where);
-  const double loss_ema = scalar_f64(trainer_sd, "trainer.loss_ema", where);
-  const int64_t ema_steps = scalar_i64(trainer_sd, "trainer.ema_steps", where);
-  GRAFT_CHECK(bad_evals >= 0 && ema_steps >= 0, "{}: invalid trainer counters", where);
-  GRAFT_CHECK(rngs.count("default"), "{}: missing 'rng.default'", where);
-  std::vector<std::pair<Generator*, Generator>> gens;
-  gens.emplace_back(&default_generator(), generator_from(rngs["default"], "rng.default", where));
-  std::set<std::string> registered{"default"};
-  for (auto& [n, g] : generators_) {
-    auto it = rngs.find(n);
-    GRAFT_CHECK(it != rngs.end(),
-                "{}: the checkpoint has no state for generator '{}'; hint: register the same "
-                "generators as the run that saved it",
-                where, n);
-    gens.emplace_back(g, generator_from(it->second, "rng." + n, where));
-    registered.insert(n);
-  }
-  for (auto& [n, t] : rngs)
-    GRAFT_CHECK(registered.count(n),
-                "{}: the checkpoint saved generator '{}', which this run has not registered; "
-                "hint: call register_generator(\"{}\", gen) before fit()",
-                where, n, n);
-
-  // ---- apply, all or nothing (the model and optimizer are put back if a later part fails)
-  NamedTensors model_backup = clone_all(model_.state_dict());
-  NamedTensors opt_backup = clone_all(optimizer_.state_dict());
-  try {
-    model_.load_state_dict(model_file.tensors, /*strict=*/true);
-    optimizer_.load_state_dict(opt_sd);
-    if (scheduler_) scheduler_->load_state_dict(sched_sd);
-  } catch (const Error& e) {
-    try {
-      model_.load_state_dict(model_backup, true);
-      optimizer_.load_state_dict(opt_backup);
-    } catch (const Error&) {
-    }
-    throw Error(fmt::format("{}: {}", where, e.what()));
-  }
-  step_ = step;
-  best_metric_ = best_metric;
-  best_step_ = best_step;
-  bad_evals_ = bad_evals;
-  elapsed_before_ = std::isfinite(elapsed_s) && elapsed_s >= 0 ? elapsed_s : 0;
-  session_start_ = now_seconds();
-  loss_ema_ = loss_ema;
-  ema_steps_ = ema_steps;
-  for (auto& [dst, g] : gens) *dst = g;
-  last_saved_step_ = step;
-  last_checkpoint_ = dir.string();
-
-  // A different configuration is allowed (e.g. more steps) but worth a note.
-  const std::string saved_cfg = meta_of("config");
-  if (!saved_cfg.empty() && !opt_.config_json.empty() && saved_cfg != opt_.config_json) {
-    try {
-      auto a = nlohmann::json::parse(saved_cfg), b = nlohmann::json::parse(opt_.config_json);
-      if (a.is_object() && b.is_object()) {
-        std::vector<std::string> diffs;
-        for (auto& [k, v] : b.items())
-          if (!a.contains(k))
-            diffs.push_back(fmt::format("{} (new) = {}", k, v.dump()));
-          else if (a[k] != v)
-            diffs.push_back(fmt::format("{}: {} -> {}", k, a[k].dump(), v.dump()));
-        for (auto& [k, v] : a.items())
-          if (!b.contains(k)) diffs.push_back(fmt::format("{} (dropped)", k));
-        if (!diffs.empty())
-          message(fmt::format("note: resuming with a different configuration: {}",
-                              fmt::join(diffs, ", ")));
-      }
-    } catch (const nlohmann::json::exception&) {
-    }
-  }
-  return true;
+    throw Error(fmt::format("Trainer: cannot write to {}/{}: {}", opt_.run_dir, kMetricsFile,
+                            std::strerror(errno)));
 }
 
 // ---------------------------------------------------------------- one step
@@ -697,6 +232,14 @@ void Trainer::train_step(double& loss, int64_t& items, double& grad_norm, double
   loss /= double(k);
   grad_norm = opt_.clip_grad_norm > 0 ? clip_grad_norm_(model_.parameters(), opt_.clip_grad_norm)
                                       : kNaN;
+  if (opt_.clip_grad_norm > 0 && !std::isfinite(grad_norm)) {
+    model_.zero_grad();
+    optimizer_.zero_grad();
+    throw Error(fmt::format(
+        "Trainer: the gradient norm is {} at step {}; nothing was updated; hint: lower the "
+        "learning rate, then resume from the last checkpoint",
+        grad_norm, step_ + 1));
+  }
   lr = optimizer_.param_groups().empty() ? kNaN : optimizer_.param_groups()[0].lr;
   optimizer_.step();
   if (scheduler_) scheduler_->step();
@@ -746,14 +289,7 @@ bool Trainer::evaluate_and_check(std::map<std::string, double>& last_eval) {
       best_step_ = step_;
       bad_evals_ = 0;
       text += " (best)";
-      if (!opt_.run_dir.empty())
-        save_safetensors((fs::path(opt_.run_dir) / "best_model.safetensors").string(),
-                         model_.state_dict(),
-                         {{"format", "pt"},
-                          {"graft_version", GRAFT_VERSION},
-                          {"step", std::to_string(step_)},
-                          {"metric", opt_.early_stopping_metric},
-                          {"value", fmt::format("{}", v)}});
+      if (!opt_.run_dir.empty()) save_best_model(v);
     } else {
       ++bad_evals_;
       if (opt_.early_stopping_patience > 0 && bad_evals_ >= opt_.early_stopping_patience) {
@@ -766,6 +302,20 @@ bool Trainer::evaluate_and_check(std::map<std::string, double>& last_eval) {
   }
   message(text);
   return stop;
+}
+
+// The divergence warning: the smoothed loss far above the run's first one (saved with
+// checkpoints, so a resumed run compares with the same baseline).
+void Trainer::update_divergence(double smoothed) {
+  if (std::isnan(loss_start_) && std::isfinite(smoothed)) loss_start_ = smoothed;
+  const bool now = opt_.divergence_factor > 0 && loss_start_ > 0 &&
+                   smoothed > opt_.divergence_factor * loss_start_;
+  if (now && !diverging_)
+    message(fmt::format("warning: the loss is diverging at step {}: smoothed {:.4g}, more than "
+                        "{:g}x its start {:.4g}; hint: lower the learning rate, or clip "
+                        "gradients (--clip-grad-norm)",
+                        step_, smoothed, opt_.divergence_factor, loss_start_));
+  diverging_ = now;
 }
 
 // ---------------------------------------------------------------- the loop
@@ -784,6 +334,7 @@ void Trainer::run_loop(TrainResult& result, int64_t log_every) {
     ++ema_steps_;
     loss_ema_ = 0.98 * loss_ema_ + 0.02 * loss;
     const double smoothed = loss_ema_ / (1 - std::pow(0.98, double(std::min<int64_t>(ema_steps_, 100000))));
+    update_divergence(smoothed);
 
     const double dt = std::max(t1 - t0, 1e-9);
     const double counted = items > 0 ? double(items) : 1.0;
@@ -794,6 +345,7 @@ void Trainer::run_loop(TrainResult& result, int64_t log_every) {
     j["elapsed"] = elapsed();
     j["throughput"] = counted / dt;
     if (!std::isnan(grad_norm)) j["grad_norm"] = num(grad_norm);
+    if (diverging_) j["diverging"] = true;
     log_json(j.dump());
 
     // ---- progress
@@ -810,9 +362,9 @@ void Trainer::run_loop(TrainResult& result, int64_t log_every) {
           pr.window_start = t1;
           pr.window_items = 0;
           pr.last_draw = t1;
-          std::string line = fmt::format("{}/{}  loss {:.4f}  {} {}/s  lr {:.3g}  ETA {}", step_,
-                                         opt_.max_steps, smoothed, format_rate(pr.rate), unit,
-                                         lr, format_duration(eta));
+          std::string line = fmt::format("{}/{}  loss {:.4f}{}  {} {}/s  lr {:.3g}  ETA {}", step_,
+                                         opt_.max_steps, smoothed, diverging_ ? " DIVERGING" : "",
+                                         format_rate(pr.rate), unit, lr, format_duration(eta));
           // a bar in the room left on the line (none on a narrow terminal)
           const int bar = std::min(30, pr.width - 1 - int(line.size()) - 3);
           if (bar >= 5) {
@@ -829,24 +381,38 @@ void Trainer::run_loop(TrainResult& result, int64_t log_every) {
         if (t1 > pr.window_start) pr.rate = double(pr.window_items) / (t1 - pr.window_start);
         pr.window_start = t1;
         pr.window_items = 0;
-        std::fprintf(stderr, "step %lld/%lld  loss %.4f  %s %s/s  lr %.3g  elapsed %s  ETA %s\n",
+        std::fprintf(stderr, "step %lld/%lld  loss %.4f%s  %s %s/s  lr %.3g  elapsed %s  ETA %s\n",
                      (long long)step_, (long long)opt_.max_steps, smoothed,
-                     format_rate(pr.rate).c_str(), unit.c_str(), lr,
+                     diverging_ ? " DIVERGING" : "", format_rate(pr.rate).c_str(), unit.c_str(), lr,
                      format_duration(elapsed()).c_str(), format_duration(eta).c_str());
         std::fflush(stderr);
       }
     }
 
-    // ---- evaluation, stop requests, checkpoints
+    // ---- evaluation, stop requests, checkpoints. A Ctrl-C before or during the evaluation
+    // skips it (the step itself is complete and is saved).
     bool stop = false;
-    if (opt_.eval_every > 0 && step_ % opt_.eval_every == 0 &&
-        evaluate_and_check(result.last_eval)) {
-      stop = true;
-      result.reason = StopReason::early_stopping;
+    if (opt_.eval_every > 0 && step_ % opt_.eval_every == 0 && !interrupt_requested()) {
+      try {
+        if (evaluate_and_check(result.last_eval)) {
+          stop = true;
+          result.reason = StopReason::early_stopping;
+        }
+      } catch (const Interrupted&) {
+        message(fmt::format("step {}: evaluation interrupted", step_));
+      }
     }
-    if (!stop && (stop_requested_.load() || g_signal.load() != 0)) {
+    if (!stop && interrupt_requested()) {
       stop = true;
       result.reason = StopReason::interrupted;
+    } else if (!stop && stop_requested_.load()) {
+      stop = true;
+      result.reason = StopReason(stop_why_.load());
+    } else if (!stop && opt_.time_budget > 0 && now_seconds() - pr.start >= opt_.time_budget) {
+      stop = true;
+      result.reason = StopReason::time_budget;
+      message(fmt::format("time budget of {:g} s used up at step {}: stopping", opt_.time_budget,
+                          step_));
     }
     const bool periodic = opt_.checkpoint_every > 0 && step_ % opt_.checkpoint_every == 0;
     if (!opt_.run_dir.empty() && (stop || last || periodic)) save_checkpoint();
@@ -857,6 +423,7 @@ void Trainer::run_loop(TrainResult& result, int64_t log_every) {
 TrainResult Trainer::fit() {
   TrainResult result;
   stop_requested_.store(false);
+  stop_why_.store(int(StopReason::interrupted));
   progress_ = std::make_unique<Progress>();
   Progress& pr = *progress_;
   pr.enabled = opt_.progress;
@@ -887,7 +454,9 @@ TrainResult Trainer::fit() {
   pr.first_step = step_;
   pr.window_start = pr.start;
 
-  SignalGuard signals(opt_.handle_signals);
+  // Ctrl-C: the caller's handler if it has one (a CLI command), else ours for this fit().
+  std::optional<InterruptHandler> signals;
+  if (opt_.handle_signals && !InterruptHandler::active()) signals.emplace();
   try {
     run_loop(result, log_every);
   } catch (...) {

@@ -188,8 +188,14 @@ class Trainer {
 
  private:
   struct Progress;
+  struct LoadedCheckpoint;
   void validate_options() const;
   void prepare_run_dir();
+  bool locate_checkpoint(LoadedCheckpoint& out);
+  void check_resume_config(const std::string& saved_config, const std::string& where);
+  void check_finite_weights(const char* what) const;
+  void save_best_model(double value);
+  void update_divergence(double smoothed);
   void train_step(double& loss, int64_t& items, double& grad_norm, double& lr);
   bool evaluate_and_check(std::map<std::string, double>& last_eval);
   void run_loop(TrainResult& result, int64_t log_every);
@@ -216,6 +222,8 @@ class Trainer {
   double session_start_ = 0;   // monotonic seconds when this session's clock started
   double loss_ema_ = 0;        // smoothed loss for progress (bias-corrected by ema_steps_)
   int64_t ema_steps_ = 0;
+  double loss_start_;          // the run's first smoothed loss, the divergence baseline
+  bool diverging_ = false;
   int64_t last_saved_step_ = -1;
   std::string last_checkpoint_;
   std::vector<double> losses_;
