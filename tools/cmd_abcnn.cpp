@@ -1,60 +1,109 @@
 // `graft train abcnn`: BCNN / ABCNN-1/2/3 (models/abcnn.h) on a sentence-pair task: WordNet
 // gloss matching (data/pairs.h; prepared once into --data-dir from --wordnet-dir) or the tiny
-// synthetic task. Reports dev/test accuracy, optionally writes one test pair's match-score
-// heatmap (--heatmap FILE).
+// synthetic task, trained with nn::Trainer and the common trainer flags (tools/train_flags.h:
+// --run-dir for metrics.jsonl, checkpoints and `graft plot`, --resume, --config FILE, ...).
+// Evaluates dev and test accuracy every --eval-every steps and at the end, prints one JSON line
+// of results, and optionally writes one test pair's match-score heatmap (--heatmap FILE).
+//
+//   graft train abcnn --variant 3 --steps 2000 --run-dir runs/abcnn3
+//   graft train abcnn --variant 3 --steps 4000 --run-dir runs/abcnn3 --resume
+//   graft plot runs/abcnn3
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <numeric>
-#include <random>
+#include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "data/pairs.h"
 #include "models/abcnn.h"
+#include "nn/interrupt.h"
 #include "nn/optim.h"
+#include "nn/trainer.h"
 #include "ops/error.h"
 #include "tools/commands.h"
 #include "tools/heatmap.h"
 #include "tools/plot.h"
+#include "tools/run_helpers.h"
+#include "tools/train_device.h"
+#include "tools/train_flags.h"
 
 namespace graft::tools {
 
 namespace {
 
 struct AbcnnArgs {
+  TrainFlags train;  // --run-dir, --resume, --steps, --eval-every, --seed, ... (tools/train_flags.h)
   int variant = 1;
   int64_t blocks = 1;
   std::string output = "logistic";
-  int64_t steps = 2000, batch = 32, eval_every = 500;
+  int64_t batch = 32;
   double lr = 2e-3, weight_decay = 1e-4;
   int64_t embed_dim = 50, channels = 50, width = 3, max_len = 24, min_count = 2;
   std::string data = "wordnet";
   std::string data_dir = "out/wordnet-pairs";
   std::string wordnet_dir = "/usr/share/wordnet";
-  int64_t seed = 1, threads = 0, heatmap_index = 0;
+  int64_t heatmap_index = 0;
   std::string heatmap;
   bool prepare_only = false;
 };
 
-double evaluate(models::Abcnn& m, const std::vector<data::SentencePair>& pairs,
-                const data::PairVocab& vocab) {
-  NoGradGuard ng;
-  m.eval();
-  int64_t correct = 0;
-  for (size_t i = 0; i < pairs.size(); i += 256) {
+// The run's configuration: the common flags, then every flag that shapes the training, by
+// long name (so that `--config RUN_DIR/config.json` takes it back as it is). --heatmap and
+// --prepare-only are actions, not configuration.
+nlohmann::ordered_json abcnn_config(const AbcnnArgs& a) {
+  nlohmann::ordered_json j = train_config("abcnn", a.train);
+  j["variant"] = a.variant, j["blocks"] = a.blocks, j["output"] = a.output, j["batch"] = a.batch;
+  j["lr"] = a.lr, j["weight-decay"] = a.weight_decay, j["embed-dim"] = a.embed_dim;
+  j["channels"] = a.channels, j["width"] = a.width, j["max-len"] = a.max_len;
+  j["min-count"] = a.min_count, j["data"] = a.data, j["data-dir"] = a.data_dir;
+  j["wordnet-dir"] = a.wordnet_dir;
+  return j;
+}
+
+struct PairEval {
+  double accuracy = 0, loss = 0;
+};
+
+// Accuracy and mean loss over all pairs, in batches of 256 (nn::Interrupted between batches
+// after a Ctrl-C). The caller sets eval mode and NoGradGuard (nn::Trainer does for eval_fn).
+PairEval evaluate(models::Abcnn& m, const std::vector<data::SentencePair>& pairs,
+                  const data::PairVocab& vocab) {
+  int64_t correct = 0, batches = 0;
+  double loss = 0;
+  for (size_t i = 0; i < pairs.size(); i += 256, ++batches) {
+    nn::check_interrupt("evaluation");
     std::vector<int64_t> idx(std::min<size_t>(256, pairs.size() - i));
     std::iota(idx.begin(), idx.end(), int64_t(i));
     data::PairBatch b = data::make_pair_batch(pairs, idx, vocab, m.config.max_len);
-    Tensor pred = m.predict(m.forward_pair(b.a, b.b));
-    correct += int64_t(sum(eq(pred, b.label).to(DType::f64)).item<double>());
+    const models::Abcnn::Output out = m.forward_pair(b.a, b.b);
+    loss += m.loss(out, b.label).item<double>() * double(idx.size());
+    correct += int64_t(sum(eq(m.predict(out), b.label).to(DType::f64)).item<double>());
   }
-  m.train();
-  return pairs.empty() ? 0.0 : double(correct) / double(pairs.size());
+  if (pairs.empty()) return {};
+  return {double(correct) / double(pairs.size()), loss / double(pairs.size())};
+}
+
+// eval_test_accuracy of the evaluation logged at `step` in run_dir/metrics.jsonl (NaN if none):
+// the test accuracy at the best dev accuracy of an earlier session of a resumed run.
+double logged_test_accuracy(const std::string& run_dir, int64_t step) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("eval_test_accuracy") && j.value("step", int64_t(-1)) == step &&
+        j["eval_test_accuracy"].is_number())
+      return j["eval_test_accuracy"].get<double>();
+  }
+  return std::nan("");
 }
 
 // The input-level match-score matrix of one pair (the attention matrix ABCNN-1/3 feed to their
@@ -75,7 +124,7 @@ void write_pair_heatmap(models::Abcnn& m, const data::SentencePair& p, const dat
 }
 
 int run_abcnn(const AbcnnArgs& a) {
-  if (a.threads > 0) omp_set_num_threads(int(a.threads));
+  set_threads(a.train);
   const auto t0 = std::chrono::steady_clock::now();
   data::PairSplits d;
   if (a.data == "wordnet") {
@@ -89,62 +138,88 @@ int run_abcnn(const AbcnnArgs& a) {
                a.data.c_str(), d.train.size(), d.dev.size(), d.test.size(),
                static_cast<long long>(vocab.size()));
   if (a.prepare_only) return 0;
+  GRAFT_CHECK(!d.train.empty(), "train abcnn: no training pairs");
   GRAFT_CHECK(a.heatmap.empty() || (a.heatmap_index >= 0 && a.heatmap_index < int64_t(d.test.size())),
               "train abcnn: --heatmap-index {} out of range [0, {})", a.heatmap_index, d.test.size());
+  nn::check_interrupt("data preparation");
 
-  manual_seed(uint64_t(a.seed));
+  manual_seed(uint64_t(a.train.seed));
   const auto variant = models::AbcnnVariant(a.variant);
   models::Abcnn model(models::AbcnnConfig{.vocab_size = vocab.size(), .embed_dim = a.embed_dim,
                                           .max_len = a.max_len, .width = a.width,
                                           .channels = a.channels, .blocks = a.blocks,
                                           .variant = variant, .output = a.output});
+  const Device dev = train_device(a.train.device);
+  model.to(dev);  // before the optimizer takes the parameters
   optim::AdamW opt(model.parameters(), {.lr = a.lr, .weight_decay = a.weight_decay});
   std::fprintf(stderr, "abcnn: %s, %lld parameters\n", model.repr().c_str(),
                static_cast<long long>(model.num_parameters()));
 
-  std::mt19937_64 rng(uint64_t(a.seed));
-  std::vector<int64_t> order(d.train.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  size_t pos = 0;
-  double best_dev = -1, test_at_best = 0, run_loss = 0;
-  int64_t best_step = 0;
-  for (int64_t step = 1; step <= a.steps; ++step) {
-    std::vector<int64_t> idx;
-    for (int64_t i = 0; i < a.batch; ++i) {
-      if (pos == order.size()) std::shuffle(order.begin(), order.end(), rng), pos = 0;
-      idx.push_back(order[pos++]);
-    }
-    data::PairBatch b = data::make_pair_batch(d.train, idx, vocab, a.max_len);
-    opt.zero_grad();
-    Tensor loss = model.loss(model.forward_pair(b.a, b.b), b.label);
-    loss.backward();
-    opt.step();
-    run_loss += loss.item<double>();
-    if (step % a.eval_every == 0 || step == a.steps) {
-      const double dev = evaluate(model, d.dev, vocab), test = evaluate(model, d.test, vocab);
-      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "abcnn: step %lld loss %.4f dev acc %.4f test acc %.4f (%.0f s)\n",
-                   static_cast<long long>(step), run_loss / double(step % a.eval_every ? step % a.eval_every : a.eval_every),
-                   dev, test, el);
-      run_loss = 0;
-      if (dev > best_dev) best_dev = dev, test_at_best = test, best_step = step;
-    }
+  nn::TrainerOptions to = to_trainer_options(a.train);
+  to.items_name = "pairs";
+  to.config_json = json_dump(abcnn_config(a));
+  // The best evaluation is the one with the best dev accuracy (best_model.safetensors, --patience).
+  to.early_stopping_metric = "accuracy", to.early_stopping_mode = "max";
+  // Batches are a function of the step (epoch_rows): nothing to register for resume; the model
+  // has no dropout, so the default generator (saved by the trainer) is all the randomness.
+  const int64_t n = int64_t(d.train.size()), micro = a.batch / a.train.grad_accumulation;
+  std::map<int64_t, double> test_at;  // this session's evaluations: step -> test accuracy
+  nn::Trainer trainer(
+      to, model, opt, nullptr,
+      [&](int64_t step, int m) -> nn::MicroBatchLoss {
+        const std::vector<int64_t> idx = epoch_rows(step * a.batch + m * micro, micro, n, uint64_t(a.train.seed));
+        data::PairBatch b = data::make_pair_batch(d.train, idx, vocab, a.max_len);
+        return {model.loss(model.forward_pair(b.a.to(dev), b.b.to(dev)), b.label.to(dev)), micro};
+      },
+      [&] {
+        return with_model_on_cpu(model, dev, [&] {
+          const PairEval dv = evaluate(model, d.dev, vocab), te = evaluate(model, d.test, vocab);
+          test_at[trainer.step()] = te.accuracy;
+          return std::map<std::string, double>{
+              {"accuracy", dv.accuracy}, {"loss", dv.loss}, {"test_accuracy", te.accuracy}};
+        });
+      });
+  const nn::TrainResult r = trainer.fit();
+  if (r.reason == nn::StopReason::interrupted) return nn::exit_status(r.reason);
+
+  PairEval dv, te;
+  {
+    NoGradGuard ng;
+    model.eval();
+    with_model_on_cpu(model, dev, [&] {
+      dv = evaluate(model, d.dev, vocab), te = evaluate(model, d.test, vocab);
+      return 0;
+    });
   }
-  const double test = evaluate(model, d.test, vocab);
+  // The best dev accuracy over the periodic evaluations and the final one, and the test
+  // accuracy at it (from metrics.jsonl when an earlier session of a resumed run logged it).
+  double best_dev = dv.accuracy, test_at_best = te.accuracy;
+  int64_t best_step = r.step;
+  if (r.best_step >= 0 && std::isfinite(r.best_metric) && r.best_metric >= dv.accuracy) {
+    const auto it = test_at.find(r.best_step);
+    const double t = it != test_at.end() ? it->second : to.run_dir.empty() ? std::nan("")
+                                                        : logged_test_accuracy(to.run_dir, r.best_step);
+    best_dev = r.best_metric, test_at_best = t, best_step = r.best_step;
+  }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!a.heatmap.empty()) {
-    write_pair_heatmap(model, d.test[size_t(a.heatmap_index)], vocab, a.heatmap, variant);
+    with_model_on_cpu(model, dev, [&] {
+      write_pair_heatmap(model, d.test[size_t(a.heatmap_index)], vocab, a.heatmap, variant);
+      return 0;
+    });
     release_plot_caches();
     std::fprintf(stderr, "abcnn: wrote %s\n", a.heatmap.c_str());
   }
-  fmt::print("{{\"model\": \"{}\", \"variant\": {}, \"blocks\": {}, \"data\": \"{}\", \"steps\": {}, "
-             "\"batch\": {}, \"test_accuracy\": {:.4f}, \"best_dev_accuracy\": {:.4f}, "
-             "\"test_accuracy_at_best_dev\": {:.4f}, \"best_dev_step\": {}, \"wall_s\": {:.1f}, "
-             "\"threads\": {}}}\n",
-             models::variant_name(variant), a.variant, a.blocks, a.data, a.steps, a.batch, test,
-             best_dev, test_at_best, best_step, wall, omp_get_max_threads());
-  return 0;
+  nlohmann::ordered_json out;
+  out["model"] = models::variant_name(variant), out["variant"] = a.variant, out["blocks"] = a.blocks;
+  out["data"] = a.data, out["steps"] = r.step, out["batch"] = a.batch;
+  out["dev_accuracy"] = round4(dv.accuracy), out["test_accuracy"] = round4(te.accuracy);
+  out["best_dev_accuracy"] = round4(best_dev), out["test_accuracy_at_best_dev"] = round4(test_at_best);
+  out["best_dev_step"] = best_step, out["wall_s"] = std::round(wall * 10) / 10;
+  out["threads"] = omp_get_max_threads(), out["stop"] = nn::stop_reason_name(r.reason);
+  if (!to.run_dir.empty()) out["run_dir"] = to.run_dir;
+  fmt::print("{}\n", json_line(out));
+  return nn::exit_status(r.reason);
 }
 
 }  // namespace
@@ -158,11 +233,9 @@ void register_abcnn_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   c->add_option("--variant", a->variant, "0 = BCNN (no attention), 1 = ABCNN-1, 2 = ABCNN-2, 3 = ABCNN-3")->capture_default_str()->check(CLI::Range(0, 3));
   c->add_option("--blocks", a->blocks, "Convolution blocks (1 or 2)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(2)));
   c->add_option("--output", a->output, "Output layer: logistic or softmax")->capture_default_str()->check(CLI::IsMember({"logistic", "softmax"}));
-  c->add_option("--steps", a->steps, "Optimizer steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
   c->add_option("--batch", a->batch, "Pairs per step")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
-  c->add_option("--eval-every", a->eval_every, "Evaluate dev and test accuracy every N steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
-  c->add_option("--lr", a->lr, "AdamW learning rate")->capture_default_str()->check(CLI::Range(1e-8, 10.0));
-  c->add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay")->capture_default_str()->check(CLI::Range(0.0, 10.0));
+  c->add_option("--lr", a->lr, "AdamW learning rate")->capture_default_str()->check(finite_in(1e-8, 10.0));
+  c->add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay")->capture_default_str()->check(finite_in(0.0, 10.0));
   c->add_option("--embed-dim", a->embed_dim, "Word embedding size (trained from scratch)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(4096)));
   c->add_option("--channels", a->channels, "Convolution filters per block")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(4096)));
   c->add_option("--width", a->width, "Filter width w (wide convolution, w-ap window)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(32)));
@@ -171,11 +244,13 @@ void register_abcnn_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   c->add_option("--data", a->data, "Task: wordnet (gloss matching) or synthetic")->capture_default_str()->check(CLI::IsMember({"wordnet", "synthetic"}));
   c->add_option("--data-dir", a->data_dir, "Where the prepared WordNet pairs (train/dev/test.tsv) are cached")->capture_default_str();
   c->add_option("--wordnet-dir", a->wordnet_dir, "WordNet dict directory (Debian: apt-get install wordnet-base)")->capture_default_str();
-  c->add_option("--seed", a->seed, "Seed of the initial weights and the batch order")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 62));
-  c->add_option("--threads", a->threads, "OpenMP threads (0 = the default)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1024)));
   c->add_option("--heatmap", a->heatmap, "Write the match-score matrix of one test pair to this PNG");
   c->add_option("--heatmap-index", a->heatmap_index, "Which test pair --heatmap draws")->capture_default_str();
   c->add_flag("--prepare-only", a->prepare_only, "Prepare (and cache) the data, print its sizes and exit");
+  add_train_flags(c, a->train,
+                  {.steps = 2000, .eval_every = 500, .clip_grad_norm = 0.0,
+                   .eval_help = "dev and test accuracy, dev loss", .bf16 = false},
+                  [a] { require_divisible(a->batch, "--batch", a->train); });
   cmds.push_back({c, [a] { return run_abcnn(*a); }});
 }
 

@@ -4,13 +4,17 @@
 // classification head (models/bert_heads.h) on the wordnet-lexname task (data/wordnet_lexnames.h).
 //
 //   graft data prepare english-text
-//   graft train bert-pretrain --config tiny --steps 2000 --run-dir out/bert-pre
+//   graft train bert-pretrain --size tiny --steps 2000 --run-dir out/bert-pre
+//   graft train bert-pretrain --size tiny --steps 4000 --run-dir out/bert-pre --resume
 //   graft train bert-finetune --init out/bert-pre --run-dir out/bert-ft
 //   graft train bert-finetune --init out/bert-pre --init-weights random --run-dir out/bert-ft0
 //
-// Both use nn::Trainer (metrics.jsonl, checkpoints; `graft plot RUN_DIR` draws the curves) with
-// AdamW and linear warmup + linear decay. The pretraining run writes RUN_DIR/vocab.txt and
-// RUN_DIR/model.safetensors (BertForPreTraining, the config in its metadata).
+// Both use nn::Trainer with the common trainer flags (tools/train_flags.h: metrics.jsonl,
+// checkpoints, --resume, --config FILE; `graft plot RUN_DIR` draws the curves), AdamW and
+// linear warmup + linear decay. The pretraining run writes RUN_DIR/vocab.txt (before its first
+// step; a resumed run reads it back) and RUN_DIR/model.safetensors (BertForPreTraining, the
+// config in its metadata) when it stops. Nothing is written in RUN_DIR before every check of
+// the run directory has passed (check_run_dir below).
 #include <omp.h>
 
 #include <algorithm>
@@ -22,7 +26,9 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "data/bert_pretraining.h"
@@ -31,12 +37,16 @@
 #include "data/wordpiece.h"
 #include "models/bert.h"
 #include "models/bert_heads.h"
+#include "nn/interrupt.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
 #include "nn/scheduler.h"
 #include "nn/trainer.h"
 #include "ops/error.h"
 #include "tools/commands.h"
+#include "tools/run_helpers.h"
+#include "tools/train_device.h"
+#include "tools/train_flags.h"
 
 namespace graft::tools {
 
@@ -44,15 +54,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Architecture options shared by both commands: a named config, optionally overridden.
+// Architecture options shared by both commands: a named size, optionally overridden.
 struct ArchArgs {
-  std::string config = "tiny";
+  std::string size = "tiny";
   int64_t hidden = 0, layers = 0, heads = 0, ffn = 0;  // 0 = the named config's
   double dropout = 0.1;
 };
 
 models::BertConfig make_config(const ArchArgs& a, int64_t vocab, int64_t max_len) {
-  models::BertConfig c = models::BertConfig::named(a.config, vocab);
+  models::BertConfig c = models::BertConfig::named(a.size, vocab);
   if (a.hidden) c.hidden_size = a.hidden, c.num_heads = std::max<int64_t>(1, a.hidden / 64),
                 c.intermediate_size = 4 * a.hidden;
   if (a.layers) c.num_layers = a.layers;
@@ -93,6 +103,58 @@ models::BertConfig config_from_metadata(const std::map<std::string, std::string>
   return c;
 }
 
+// The architecture flags by long name, for config.json.
+void add_arch_config(nlohmann::ordered_json& j, const ArchArgs& a) {
+  j["size"] = a.size, j["hidden"] = a.hidden, j["layers"] = a.layers, j["heads"] = a.heads;
+  j["ffn"] = a.ffn, j["dropout"] = a.dropout;
+}
+
+// Whether run_dir holds a checkpoint (a pointer, or a step directory that resume could use).
+bool has_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / "checkpoint.json", ec)) return true;
+  if (!fs::is_directory(dir / "checkpoint", ec)) return false;
+  for (const auto& e : fs::directory_iterator(dir / "checkpoint", ec))
+    if (e.path().filename().string().rfind("step-", 0) == 0) return true;
+  return false;
+}
+
+// What nn::Trainer refuses when fit() starts, checked before the command writes anything in
+// the run directory (vocab.txt) or spends minutes preparing data: a run directory that holds a
+// checkpoint, without --resume or --overwrite; and a resume whose configuration (to.config_json)
+// differs from the run's config.json in a key that to.resume_may_change does not list. A
+// refused run leaves the run directory exactly as it was, so it can still be resumed.
+void check_run_dir(const nn::TrainerOptions& to, const std::string& cmd) {
+  if (to.run_dir.empty() || !has_checkpoint(to.run_dir)) return;
+  GRAFT_CHECK(to.resume || to.overwrite, "{}: {} already holds a checkpoint; hint: resume it "
+              "(--resume), start over (--overwrite), or choose another run directory", cmd, to.run_dir);
+  if (!to.resume) return;
+  const fs::path saved_path = fs::path(to.run_dir) / "config.json";
+  std::ifstream in(saved_path);
+  if (!in) return;  // no configuration to compare: nn::Trainer checks the checkpoint's own
+  nlohmann::json saved, now = nlohmann::json::parse(to.config_json);
+  try {
+    saved = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return;  // likewise
+  }
+  if (!saved.is_object()) return;
+  std::vector<std::string> diffs;
+  auto may_change = [&](const std::string& k) {
+    return std::find(to.resume_may_change.begin(), to.resume_may_change.end(), k) !=
+           to.resume_may_change.end();
+  };
+  for (auto& [k, v] : now.items())
+    if (!may_change(k) && (!saved.contains(k) || saved[k] != v))
+      diffs.push_back(fmt::format("--{} {} (the run has {})", k, json_dump(v),
+                                  saved.contains(k) ? json_dump(saved[k]) : "none"));
+  for (auto& [k, v] : saved.items())
+    if (!may_change(k) && !now.contains(k)) diffs.push_back(fmt::format("--{} (dropped)", k));
+  GRAFT_CHECK(diffs.empty(), "{}: cannot resume {} with a different configuration: {}; hint: "
+              "resume with the run's own options (--config {}), or start over (--overwrite)",
+              cmd, to.run_dir, fmt::join(diffs, ", "), saved_path.string());
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   GRAFT_CHECK(in.good(), "bert: cannot read {}; hint: graft data prepare english-text writes "
@@ -125,24 +187,6 @@ PaddedBatch pad_examples(const std::vector<data::BertExample>& ex, const std::ve
   return {from_vector(ids, s), from_vector(types, s), from_vector(labels, s), from_vector(nsp, {B})};
 }
 
-// Row indices of step `step` (0-based): epoch e visits all n rows in an order shuffled with
-// seed + e, so a resumed run sees the same batches.
-std::vector<int64_t> batch_rows(int64_t step, int64_t batch, int64_t n, uint64_t seed) {
-  std::vector<int64_t> out;
-  std::vector<int64_t> order;
-  int64_t epoch = -1;
-  for (int64_t k = step * batch; k < (step + 1) * batch; ++k) {
-    if (k / n != epoch) {
-      epoch = k / n;
-      order.resize(size_t(n));
-      std::iota(order.begin(), order.end(), 0);
-      std::shuffle(order.begin(), order.end(), std::mt19937_64(seed + uint64_t(epoch)));
-    }
-    out.push_back(order[size_t(k % n)]);
-  }
-  return out;
-}
-
 int64_t count_equal(const Tensor& logits, const std::vector<int64_t>& target) {
   const std::vector<int64_t> pred = argmax(logits, -1).contiguous().to_vector<int64_t>();
   int64_t c = 0;
@@ -153,22 +197,36 @@ int64_t count_equal(const Tensor& logits, const std::vector<int64_t>& target) {
 // ------------------------------------------------------------------ bert-pretrain
 
 struct PretrainArgs {
+  TrainFlags train;  // --run-dir, --resume, --steps, --seed, ... (tools/train_flags.h)
   ArchArgs arch;
-  std::string corpus = "datasets/english-text/corpus.txt", vocab, run_dir = "out/bert-pretrain";
+  std::string corpus = "datasets/english-text/corpus.txt", vocab;
   int64_t vocab_size = 8000, vocab_lines = 40000, max_bytes = 0;
   int64_t max_seq_len = 128, max_predictions = 20, dupe_factor = 1;
-  int64_t steps = 1000, batch = 32, warmup = -1, eval_every = 100, eval_examples = 512;
-  int64_t checkpoint_every = 500, seed = 1, threads = 0;
-  double lr = 1e-3, weight_decay = 0.01, clip = 1.0;
-  bool resume = false, overwrite = false;
+  int64_t batch = 32, warmup = -1, eval_examples = 512;
+  double lr = 1e-3, weight_decay = 0.01;
 };
 
-// Eval metrics of a pretraining model on fixed examples: losses and MLM / NSP accuracy.
+// The run's configuration: the common flags, then this command's, by long name (so that
+// `--config RUN_DIR/config.json` takes it back as it is).
+nlohmann::ordered_json pretrain_config(const PretrainArgs& a) {
+  nlohmann::ordered_json j = train_config("bert-pretrain", a.train);
+  add_arch_config(j, a.arch);
+  j["corpus"] = a.corpus, j["vocab"] = a.vocab, j["vocab-size"] = a.vocab_size;
+  j["vocab-lines"] = a.vocab_lines, j["max-bytes"] = a.max_bytes, j["max-seq-len"] = a.max_seq_len;
+  j["max-predictions"] = a.max_predictions, j["dupe-factor"] = a.dupe_factor;
+  j["batch"] = a.batch, j["lr"] = a.lr, j["warmup"] = a.warmup;
+  j["weight-decay"] = a.weight_decay, j["eval-examples"] = a.eval_examples;
+  return j;
+}
+
+// Eval metrics of a pretraining model on fixed examples: losses and MLM / NSP accuracy. Stops
+// with nn::Interrupted between batches after a Ctrl-C.
 std::map<std::string, double> pretrain_eval(models::BertForPreTraining& m,
                                             const std::vector<data::BertExample>& ex, int64_t pad) {
   double loss = 0, mlm = 0, nsp = 0;
   int64_t mlm_ok = 0, mlm_n = 0, nsp_ok = 0, batches = 0;
   for (size_t i = 0; i < ex.size(); i += 64, ++batches) {
+    nn::check_interrupt("evaluation");
     std::vector<int64_t> idx(std::min<size_t>(64, ex.size() - i));
     std::iota(idx.begin(), idx.end(), int64_t(i));
     PaddedBatch b = pad_examples(ex, idx, pad);
@@ -186,8 +244,36 @@ std::map<std::string, double> pretrain_eval(models::BertForPreTraining& m,
           {"nsp_accuracy", double(nsp_ok) / double(std::max<size_t>(1, ex.size()))}};
 }
 
+// The WordPiece vocabulary of the run: the run's own vocab.txt when resuming a checkpoint
+// (the model's embeddings were trained with it), else --vocab, else one trained on the corpus.
+data::WordPieceTokenizer pretrain_tokenizer(const PretrainArgs& a, const std::string& text,
+                                            bool resuming) {
+  if (resuming) {
+    const std::string own = a.train.run_dir + "/vocab.txt";
+    GRAFT_CHECK(fs::exists(own), "train bert-pretrain: {} holds a checkpoint but no vocab.txt, so "
+                "it cannot be resumed; hint: start over (--overwrite)", a.train.run_dir);
+    return data::WordPieceTokenizer::load(own);
+  }
+  if (!a.vocab.empty()) return data::WordPieceTokenizer::load(a.vocab);
+  // Train on an evenly spaced sample of the corpus lines (training is quadratic-ish).
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) lines.push_back(l);
+  std::vector<std::string> sample;
+  const size_t every = std::max<size_t>(1, lines.size() / size_t(std::max<int64_t>(1, a.vocab_lines)));
+  for (size_t i = 0; i < lines.size(); i += every) sample.push_back(lines[i]);
+  return data::WordPieceTokenizer::train(sample, a.vocab_size);
+}
+
 int run_pretrain(const PretrainArgs& a) {
-  if (a.threads > 0) omp_set_num_threads(int(a.threads));
+  set_threads(a.train);
+  nn::TrainerOptions to = to_trainer_options(a.train);
+  to.items_name = "sequences";
+  to.config_json = json_dump(pretrain_config(a));
+  check_run_dir(to, "train bert-pretrain");  // before anything is read, built or written
+  const bool resuming = a.train.resume && has_checkpoint(a.train.run_dir);
+
   std::string text = read_file(a.corpus);
   if (a.max_bytes > 0 && int64_t(text.size()) > a.max_bytes) {
     size_t cut = text.rfind("\n\n", size_t(a.max_bytes));  // end at a document boundary
@@ -196,30 +282,18 @@ int run_pretrain(const PretrainArgs& a) {
   const std::vector<std::string> docs = data::split_documents(text);
   GRAFT_CHECK(docs.size() >= 2, "train bert-pretrain: {} holds {} document(s); NSP needs at least "
               "2 (documents are separated by blank lines)", a.corpus, docs.size());
-  fs::create_directories(a.run_dir);
   const auto t0 = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  data::WordPieceTokenizer tok = [&] {
-    if (!a.vocab.empty()) return data::WordPieceTokenizer::load(a.vocab);
-    // Train on an evenly spaced sample of the corpus lines (training is quadratic-ish).
-    std::vector<std::string> lines;
-    std::istringstream in(text);
-    for (std::string l; std::getline(in, l);)
-      if (!l.empty()) lines.push_back(l);
-    std::vector<std::string> sample;
-    const size_t every = std::max<size_t>(1, lines.size() / size_t(std::max<int64_t>(1, a.vocab_lines)));
-    for (size_t i = 0; i < lines.size(); i += every) sample.push_back(lines[i]);
-    return data::WordPieceTokenizer::train(sample, a.vocab_size);
-  }();
-  tok.save(a.run_dir + "/vocab.txt");
+  const data::WordPieceTokenizer tok = pretrain_tokenizer(a, text, resuming);
   fmt::print(stderr, "bert-pretrain: {} documents, {:.1f} MiB; vocabulary {} tokens ({:.0f} s)\n",
              docs.size(), double(text.size()) / (1 << 20), tok.size(), since());
+  nn::check_interrupt("data preparation");
 
   data::BertPretrainingOptions po;
   po.max_seq_len = a.max_seq_len, po.max_predictions = a.max_predictions;
-  po.dupe_factor = a.dupe_factor, po.seed = uint64_t(a.seed);
+  po.dupe_factor = a.dupe_factor, po.seed = uint64_t(a.train.seed);
   std::vector<data::BertExample> ex = data::create_pretraining_examples(data::tokenize_documents(docs, tok), tok, po);
-  std::shuffle(ex.begin(), ex.end(), std::mt19937_64(uint64_t(a.seed)));
+  std::shuffle(ex.begin(), ex.end(), std::mt19937_64(uint64_t(a.train.seed)));
   const size_t n_eval = std::min<size_t>(size_t(a.eval_examples), ex.size() / 10);
   GRAFT_CHECK(ex.size() - n_eval >= 1 && n_eval >= 1, "train bert-pretrain: only {} examples; "
               "hint: a bigger corpus or a smaller --max-seq-len", ex.size());
@@ -227,60 +301,80 @@ int run_pretrain(const PretrainArgs& a) {
   ex.resize(ex.size() - n_eval);
   fmt::print(stderr, "bert-pretrain: {} training examples, {} held out ({:.0f} s)\n", ex.size(),
              eval_ex.size(), since());
+  nn::check_interrupt("data preparation");
 
-  manual_seed(uint64_t(a.seed));
+  manual_seed(uint64_t(a.train.seed));
   const models::BertConfig cfg = make_config(a.arch, tok.size(), a.max_seq_len);
   models::BertForPreTraining model(cfg);
-  fmt::print(stderr, "bert-pretrain: {}, {} parameters\n", model.repr(), model.num_parameters());
+  const Device dev = train_device(a.train.device);
+  model.to(dev);  // before the optimizer takes the parameters
+  fmt::print(stderr, "bert-pretrain: {}, {} parameters{}\n", model.repr(), model.num_parameters(),
+             dev.is_cpu() ? "" : ", on " + dev.str());
   optim::AdamW opt(model.parameters(), {.lr = a.lr, .weight_decay = a.weight_decay});
-  const int64_t warmup = a.warmup >= 0 ? a.warmup : a.steps / 10;
-  optim::LinearWarmupDecay sched(opt, warmup, a.steps);
+  const int64_t warmup = a.warmup >= 0 ? a.warmup : a.train.steps / 10;
+  optim::LinearWarmupDecay sched(opt, warmup, a.train.steps);
 
-  nn::TrainerOptions to;
-  to.max_steps = a.steps, to.eval_every = a.eval_every, to.run_dir = a.run_dir;
-  to.checkpoint_every = a.checkpoint_every, to.resume = a.resume, to.overwrite = a.overwrite;
-  to.clip_grad_norm = a.clip, to.items_name = "sequences";
-  to.config_json = fmt::format(
-      "{{\"command\": \"bert-pretrain\", \"corpus\": \"{}\", \"config\": \"{}\", \"hidden\": {}, "
-      "\"layers\": {}, \"heads\": {}, \"ffn\": {}, \"vocab\": {}, \"max_seq_len\": {}, \"batch\": {}, "
-      "\"steps\": {}, \"lr\": {}, \"warmup\": {}, \"weight_decay\": {}, \"seed\": {}}}", a.corpus,
-      a.arch.config, cfg.hidden_size, cfg.num_layers, cfg.num_heads, cfg.intermediate_size,
-      cfg.vocab_size, a.max_seq_len, a.batch, a.steps, a.lr, warmup, a.weight_decay, a.seed);
+  const int64_t micro = a.batch / a.train.grad_accumulation;
   nn::Trainer trainer(
       to, model, opt, &sched,
-      [&](int64_t step, int) -> nn::MicroBatchLoss {
-        PaddedBatch b = pad_examples(ex, batch_rows(step, a.batch, int64_t(ex.size()), uint64_t(a.seed)), tok.pad_id());
-        return {model.loss(b.ids, b.types, b.labels, b.nsp).loss, a.batch};
+      [&](int64_t step, int m) -> nn::MicroBatchLoss {
+        const std::vector<int64_t> rows = epoch_rows(step * a.batch + m * micro, micro,
+                                                     int64_t(ex.size()), uint64_t(a.train.seed));
+        PaddedBatch b = pad_examples(ex, rows, tok.pad_id());
+        AutocastGuard ac(a.train.bf16 ? Precision::bf16 : Precision::f32);
+        return {model.loss(b.ids.to(dev), b.types.to(dev), b.labels.to(dev), b.nsp.to(dev)).loss, micro};
       },
-      [&] { return pretrain_eval(model, eval_ex, tok.pad_id()); });
+      [&] { return with_model_on_cpu(model, dev, [&] { return pretrain_eval(model, eval_ex, tok.pad_id()); }); });
+  // Every check has passed (the trainer validated its options, check_run_dir the run
+  // directory): only now does the run directory get its vocabulary.
+  if (!to.run_dir.empty() && !resuming) {
+    fs::create_directories(to.run_dir);
+    tok.save(to.run_dir + "/vocab.txt");
+  }
   const nn::TrainResult r = trainer.fit();
-  nn::save_safetensors(a.run_dir + "/model.safetensors", model.state_dict(), config_metadata(cfg));
+  if (!to.run_dir.empty())
+    nn::save_safetensors(to.run_dir + "/model.safetensors", model.state_dict(), config_metadata(cfg));
+  if (r.reason == nn::StopReason::interrupted) return nn::exit_status(r.reason);
   std::map<std::string, double> ev;
   {
     NoGradGuard ng;
     model.eval();
-    ev = pretrain_eval(model, eval_ex, tok.pad_id());
+    ev = with_model_on_cpu(model, dev, [&] { return pretrain_eval(model, eval_ex, tok.pad_id()); });
   }
-  fmt::print("{{\"model\": \"bert-pretrain\", \"config\": \"{}\", \"parameters\": {}, \"steps\": {}, "
-             "\"batch\": {}, \"max_seq_len\": {}, \"eval_loss\": {:.4f}, \"eval_mlm_accuracy\": {:.4f}, "
-             "\"eval_nsp_accuracy\": {:.4f}, \"wall_s\": {:.1f}, \"threads\": {}, \"stop\": \"{}\"}}\n",
-             a.arch.config, model.num_parameters(), r.step, a.batch, a.max_seq_len, ev["loss"],
-             ev["mlm_accuracy"], ev["nsp_accuracy"], since(), omp_get_max_threads(),
-             nn::stop_reason_name(r.reason));
-  return 0;
+  nlohmann::ordered_json out;
+  out["model"] = "bert-pretrain", out["size"] = a.arch.size, out["corpus"] = a.corpus;
+  out["parameters"] = model.num_parameters(), out["steps"] = r.step, out["batch"] = a.batch;
+  out["max_seq_len"] = a.max_seq_len, out["eval_loss"] = round4(ev["loss"]);
+  out["eval_mlm_accuracy"] = round4(ev["mlm_accuracy"]);
+  out["eval_nsp_accuracy"] = round4(ev["nsp_accuracy"]);
+  out["wall_s"] = std::round(since() * 10) / 10, out["threads"] = omp_get_max_threads();
+  out["stop"] = nn::stop_reason_name(r.reason);
+  fmt::print("{}\n", json_line(out));
+  return nn::exit_status(r.reason);
 }
 
 // ------------------------------------------------------------------ bert-finetune
 
 struct FinetuneArgs {
+  TrainFlags train;  // --run-dir, --resume, --steps, --seed, ... (tools/train_flags.h)
   ArchArgs arch;
   std::string task = "wordnet-lexname", init, init_weights = "pretrained", vocab;
-  std::string wordnet_dir = "/usr/share/wordnet", run_dir = "out/bert-finetune";
-  int64_t max_seq_len = 64, steps = 2000, batch = 32, warmup = -1, eval_every = 500;
-  int64_t train_size = 0, eval_size = 2000, test_size = 0, seed = 1, threads = 0;
-  double lr = 3e-4, weight_decay = 0.01, clip = 1.0;
-  bool overwrite = false;
+  std::string wordnet_dir = "/usr/share/wordnet";
+  int64_t max_seq_len = 64, batch = 32, warmup = -1;
+  int64_t train_size = 0, eval_size = 2000, test_size = 0;
+  double lr = 3e-4, weight_decay = 0.01;
 };
+
+// The run's configuration (see pretrain_config).
+nlohmann::ordered_json finetune_config(const FinetuneArgs& a) {
+  nlohmann::ordered_json j = train_config("bert-finetune", a.train);
+  add_arch_config(j, a.arch);
+  j["task"] = a.task, j["init"] = a.init, j["init-weights"] = a.init_weights, j["vocab"] = a.vocab;
+  j["wordnet-dir"] = a.wordnet_dir, j["max-seq-len"] = a.max_seq_len, j["batch"] = a.batch;
+  j["lr"] = a.lr, j["warmup"] = a.warmup, j["weight-decay"] = a.weight_decay;
+  j["train-size"] = a.train_size, j["eval-size"] = a.eval_size, j["test-size"] = a.test_size;
+  return j;
+}
 
 struct Encoded {
   std::vector<std::vector<int64_t>> ids;
@@ -311,7 +405,7 @@ std::pair<Tensor, Tensor> pad_rows(const Encoded& e, const std::vector<int64_t>&
 }
 
 // Mean loss and accuracy over `limit` evenly spaced rows (0 = all), batched by length (less
-// padding).
+// padding). Stops with nn::Interrupted between batches after a Ctrl-C.
 std::pair<double, double> classify_eval(models::BertForSequenceClassification& m, const Encoded& e,
                                         int64_t pad, size_t limit = 0) {
   const size_t total = e.ids.size(), n = limit ? std::min(limit, total) : total;
@@ -323,6 +417,7 @@ std::pair<double, double> classify_eval(models::BertForSequenceClassification& m
   double loss = 0;
   int64_t ok = 0, batches = 0;
   for (size_t i = 0; i < n; i += 128, ++batches) {
+    nn::check_interrupt("evaluation");
     std::vector<int64_t> idx(order.begin() + long(i), order.begin() + long(std::min(n, i + 128)));
     auto [ids, types] = pad_rows(e, idx, pad);
     std::vector<int64_t> lab;
@@ -335,7 +430,14 @@ std::pair<double, double> classify_eval(models::BertForSequenceClassification& m
 }
 
 int run_finetune(const FinetuneArgs& a) {
-  if (a.threads > 0) omp_set_num_threads(int(a.threads));
+  set_threads(a.train);
+  nn::TrainerOptions to = to_trainer_options(a.train);
+  to.items_name = "glosses";
+  to.early_stopping_metric = "accuracy", to.early_stopping_mode = "max";
+  // How much of dev/test the evaluations read changes no training step.
+  to.resume_may_change.insert(to.resume_may_change.end(), {"eval-size", "test-size"});
+  to.config_json = json_dump(finetune_config(a));
+  check_run_dir(to, "train bert-finetune");  // before minutes of data preparation
   const auto t0 = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   GRAFT_CHECK(!a.init.empty() || !a.vocab.empty(), "train bert-finetune: pass --init "
@@ -368,69 +470,78 @@ int run_finetune(const FinetuneArgs& a) {
   const Encoded test = encode_texts(task.test, tok, a.max_seq_len, 0);
   fmt::print(stderr, "bert-finetune: {}: train {}, dev {}, test {} glosses, {} classes ({:.0f} s)\n",
              a.task, train.ids.size(), dev.ids.size(), test.ids.size(), data::kNumLexnames, since());
+  GRAFT_CHECK(!train.ids.empty(), "train bert-finetune: no training glosses in {}", a.wordnet_dir);
+  nn::check_interrupt("data preparation");
 
-  manual_seed(uint64_t(a.seed));
+  manual_seed(uint64_t(a.train.seed));
   models::BertForSequenceClassification model(cfg, data::kNumLexnames);
   const bool use_pretrained = !a.init.empty() && a.init_weights == "pretrained";
   if (use_pretrained) model.load_pretrained(pretrained);
+  const Device device = train_device(a.train.device);
+  model.to(device);  // before the optimizer takes the parameters
   fmt::print(stderr, "bert-finetune: {}, {} parameters, encoder {}\n", model.repr(),
              model.num_parameters(), use_pretrained ? "pretrained (" + a.init + ")" : std::string("random"));
   optim::AdamW opt(model.parameters(), {.lr = a.lr, .weight_decay = a.weight_decay});
-  const int64_t warmup = a.warmup >= 0 ? a.warmup : a.steps / 10;
-  optim::LinearWarmupDecay sched(opt, warmup, a.steps);
+  const int64_t warmup = a.warmup >= 0 ? a.warmup : a.train.steps / 10;
+  optim::LinearWarmupDecay sched(opt, warmup, a.train.steps);
 
-  nn::TrainerOptions to;
-  to.max_steps = a.steps, to.eval_every = a.eval_every, to.run_dir = a.run_dir;
-  to.overwrite = a.overwrite, to.clip_grad_norm = a.clip;
-  to.config_json = fmt::format(
-      "{{\"command\": \"bert-finetune\", \"task\": \"{}\", \"init\": \"{}\", \"init_weights\": \"{}\", "
-      "\"steps\": {}, \"batch\": {}, \"lr\": {}, \"warmup\": {}, \"max_seq_len\": {}, \"seed\": {}}}",
-      a.task, a.init, use_pretrained ? "pretrained" : "random", a.steps, a.batch, a.lr, warmup,
-      a.max_seq_len, a.seed);
-  const int64_t n = int64_t(train.ids.size());
+  const int64_t n = int64_t(train.ids.size()), micro = a.batch / a.train.grad_accumulation;
   nn::Trainer trainer(
       to, model, opt, &sched,
-      [&](int64_t step, int) -> nn::MicroBatchLoss {
-        const std::vector<int64_t> idx = batch_rows(step, a.batch, n, uint64_t(a.seed));
+      [&](int64_t step, int m) -> nn::MicroBatchLoss {
+        const std::vector<int64_t> idx = epoch_rows(step * a.batch + m * micro, micro, n, uint64_t(a.train.seed));
         auto [ids, types] = pad_rows(train, idx, tok.pad_id());
         std::vector<int64_t> lab;
         for (int64_t i : idx) lab.push_back(train.labels[size_t(i)]);
-        return {model.loss(model.forward(ids, types), from_vector(lab, {int64_t(lab.size())})), a.batch};
+        AutocastGuard ac(a.train.bf16 ? Precision::bf16 : Precision::f32);
+        return {model.loss(model.forward(ids.to(device), types.to(device)),
+                           from_vector(lab, {int64_t(lab.size())}).to(device)), micro};
       },
       [&] {
-        auto [loss, acc] = classify_eval(model, dev, tok.pad_id(), size_t(a.eval_size));
+        auto [loss, acc] = with_model_on_cpu(model, device, [&] {
+          return classify_eval(model, dev, tok.pad_id(), size_t(a.eval_size));
+        });
         return std::map<std::string, double>{{"loss", loss}, {"accuracy", acc}};
       });
   const nn::TrainResult r = trainer.fit();
+  if (r.reason == nn::StopReason::interrupted) return nn::exit_status(r.reason);
   double dev_acc = 0, test_acc = 0;
   {
     NoGradGuard ng;
     model.eval();
-    dev_acc = classify_eval(model, dev, tok.pad_id(), size_t(a.test_size)).second;
-    test_acc = classify_eval(model, test, tok.pad_id(), size_t(a.test_size)).second;
+    with_model_on_cpu(model, device, [&] {
+      dev_acc = classify_eval(model, dev, tok.pad_id(), size_t(a.test_size)).second;
+      test_acc = classify_eval(model, test, tok.pad_id(), size_t(a.test_size)).second;
+      return 0;
+    });
   }
-  fmt::print("{{\"model\": \"bert-finetune\", \"task\": \"{}\", \"encoder\": \"{}\", \"steps\": {}, "
-             "\"batch\": {}, \"dev_accuracy\": {:.4f}, \"test_accuracy\": {:.4f}, \"wall_s\": {:.1f}, "
-             "\"threads\": {}}}\n", a.task, use_pretrained ? "pretrained" : "random", r.step, a.batch,
-             dev_acc, test_acc, since(), omp_get_max_threads());
-  return 0;
+  nlohmann::ordered_json out;
+  out["model"] = "bert-finetune", out["task"] = a.task, out["init"] = a.init;
+  out["encoder"] = use_pretrained ? "pretrained" : "random", out["steps"] = r.step;
+  out["batch"] = a.batch, out["dev_accuracy"] = round4(dev_acc), out["test_accuracy"] = round4(test_acc);
+  out["wall_s"] = std::round(since() * 10) / 10, out["threads"] = omp_get_max_threads();
+  out["stop"] = nn::stop_reason_name(r.reason);
+  fmt::print("{}\n", json_line(out));
+  return nn::exit_status(r.reason);
 }
 
 void add_arch_options(CLI::App* c, ArchArgs& a) {
   const auto pos = CLI::Range(int64_t(0), int64_t(65536));
-  c->add_option("--config", a.config, "Named size: tiny (2x128), mini (4x256), small, medium, base, large")->capture_default_str()->check(CLI::IsMember({"tiny", "mini", "small", "medium", "base", "large"}));
-  c->add_option("--hidden", a.hidden, "Override the hidden size C (0 = the config's; heads = C/64)")->capture_default_str()->check(pos);
+  c->add_option("--size", a.size, "Named model size: tiny (2x128), mini (4x256), small, medium, base, large")->capture_default_str()->check(CLI::IsMember({"tiny", "mini", "small", "medium", "base", "large"}));
+  c->add_option("--hidden", a.hidden, "Override the hidden size C (0 = the size's; heads = C/64)")->capture_default_str()->check(pos);
   c->add_option("--layers", a.layers, "Override the number of layers")->capture_default_str()->check(pos);
   c->add_option("--heads", a.heads, "Override the number of heads")->capture_default_str()->check(pos);
   c->add_option("--ffn", a.ffn, "Override the feed-forward size")->capture_default_str()->check(pos);
-  c->add_option("--dropout", a.dropout, "Dropout (embeddings, attention, feed-forward, classifier)")->capture_default_str()->check(CLI::Range(0.0, 0.9));
+  c->add_option("--dropout", a.dropout, "Dropout (embeddings, attention, feed-forward, classifier)")->capture_default_str()->check(finite_in(0.0, 0.9));
 }
 
 }  // namespace
 
 void register_bert_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
-  const auto steps = CLI::Range(int64_t(1), int64_t(100000000));
+  const auto count = CLI::Range(int64_t(1), int64_t(100000000));
   const auto nonneg = CLI::Range(int64_t(0), int64_t(1) << 62);
+  const auto batch = CLI::Range(int64_t(1), int64_t(65536));
+  const auto warmup = CLI::Range(int64_t(-1), int64_t(100000000));
   auto p = std::make_shared<PretrainArgs>();
   CLI::App* c = train.add_subcommand(
       "bert-pretrain", "BERT masked-LM + next-sentence pretraining on a text corpus (one sentence "
@@ -440,25 +551,20 @@ void register_bert_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   c->add_option("--corpus", p->corpus, "Corpus file ('graft data prepare english-text' writes the default)")->capture_default_str();
   c->add_option("--vocab", p->vocab, "WordPiece vocab.txt to use (default: train one on the corpus)");
   c->add_option("--vocab-size", p->vocab_size, "Size of the trained WordPiece vocabulary")->capture_default_str()->check(CLI::Range(int64_t(16), int64_t(1000000)));
-  c->add_option("--vocab-lines", p->vocab_lines, "Corpus lines (evenly spaced) the vocabulary is trained on")->capture_default_str()->check(steps);
+  c->add_option("--vocab-lines", p->vocab_lines, "Corpus lines (evenly spaced) the vocabulary is trained on")->capture_default_str()->check(count);
   c->add_option("--max-bytes", p->max_bytes, "Use only the first N bytes of the corpus (0 = all)")->capture_default_str()->check(nonneg);
   c->add_option("--max-seq-len", p->max_seq_len, "Tokens per pair, [CLS] and [SEP]s included")->capture_default_str()->check(CLI::Range(int64_t(8), int64_t(512)));
   c->add_option("--max-predictions", p->max_predictions, "Most masked positions per sequence")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(512)));
   c->add_option("--dupe-factor", p->dupe_factor, "Passes over the corpus with fresh masks")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
-  c->add_option("--steps", p->steps, "Optimizer steps")->capture_default_str()->check(steps);
-  c->add_option("--batch", p->batch, "Sequences per step")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
-  c->add_option("--lr", p->lr, "AdamW peak learning rate")->capture_default_str()->check(CLI::Range(1e-8, 10.0));
-  c->add_option("--warmup", p->warmup, "Linear warmup steps (-1 = steps / 10), then linear decay to 0")->capture_default_str()->check(CLI::Range(int64_t(-1), int64_t(100000000)));
-  c->add_option("--weight-decay", p->weight_decay, "AdamW decoupled weight decay")->capture_default_str()->check(CLI::Range(0.0, 10.0));
-  c->add_option("--clip-grad-norm", p->clip, "Clip the gradient norm (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e6));
-  c->add_option("--eval-every", p->eval_every, "Evaluate on the held-out pairs every N steps (0 = never)")->capture_default_str()->check(nonneg);
-  c->add_option("--eval-examples", p->eval_examples, "Held-out pairs (at most a tenth of all)")->capture_default_str()->check(steps);
-  c->add_option("--checkpoint-every", p->checkpoint_every, "Checkpoint every N steps (0 = at the end)")->capture_default_str()->check(nonneg);
-  c->add_option("--run-dir", p->run_dir, "Run directory")->capture_default_str();
-  c->add_option("--seed", p->seed, "Seed of the data, the weights and the batches")->capture_default_str()->check(nonneg);
-  c->add_option("--threads", p->threads, "OpenMP threads (0 = the default)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1024)));
-  c->add_flag("--resume", p->resume, "Continue from RUN_DIR's checkpoint");
-  c->add_flag("--overwrite", p->overwrite, "Start over in a RUN_DIR that holds a checkpoint");
+  c->add_option("--batch", p->batch, "Sequences per step")->capture_default_str()->check(batch);
+  c->add_option("--lr", p->lr, "AdamW peak learning rate")->capture_default_str()->check(finite_in(1e-8, 10.0));
+  c->add_option("--warmup", p->warmup, "Linear warmup steps (-1 = steps / 10), then linear decay to 0")->capture_default_str()->check(warmup);
+  c->add_option("--weight-decay", p->weight_decay, "AdamW decoupled weight decay")->capture_default_str()->check(finite_in(0.0, 10.0));
+  c->add_option("--eval-examples", p->eval_examples, "Held-out pairs (at most a tenth of all)")->capture_default_str()->check(count);
+  add_train_flags(c, p->train,
+                  {.steps = 1000, .eval_every = 100, .clip_grad_norm = 1.0, .run_dir = "out/bert-pretrain",
+                   .eval_help = "held-out MLM/NSP loss and accuracy"},
+                  [p] { require_divisible(p->batch, "--batch", p->train); });
   cmds.push_back({c, [p] { return run_pretrain(*p); }});
 
   auto f = std::make_shared<FinetuneArgs>();
@@ -469,23 +575,20 @@ void register_bert_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   t->add_option("--task", f->task, "wordnet-lexname")->capture_default_str()->check(CLI::IsMember({"wordnet-lexname"}));
   t->add_option("--init", f->init, "A 'graft train bert-pretrain' run directory (vocab.txt, model.safetensors, config)");
   t->add_option("--init-weights", f->init_weights, "pretrained: load --init's encoder; random: only its vocabulary and config")->capture_default_str()->check(CLI::IsMember({"pretrained", "random"}));
-  t->add_option("--vocab", f->vocab, "vocab.txt (without --init: a random model of --config)");
+  t->add_option("--vocab", f->vocab, "vocab.txt (without --init: a random model of --size)");
   t->add_option("--wordnet-dir", f->wordnet_dir, "WordNet dict directory (Debian: wordnet-base)")->capture_default_str();
   t->add_option("--max-seq-len", f->max_seq_len, "Tokens per gloss, [CLS] and [SEP] included")->capture_default_str()->check(CLI::Range(int64_t(3), int64_t(512)));
   t->add_option("--train-size", f->train_size, "Use only the first N training glosses (0 = all)")->capture_default_str()->check(nonneg);
-  t->add_option("--steps", f->steps, "Optimizer steps")->capture_default_str()->check(steps);
-  t->add_option("--batch", f->batch, "Glosses per step")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
-  t->add_option("--lr", f->lr, "AdamW peak learning rate")->capture_default_str()->check(CLI::Range(1e-8, 10.0));
-  t->add_option("--warmup", f->warmup, "Linear warmup steps (-1 = steps / 10)")->capture_default_str()->check(CLI::Range(int64_t(-1), int64_t(100000000)));
-  t->add_option("--weight-decay", f->weight_decay, "AdamW decoupled weight decay")->capture_default_str()->check(CLI::Range(0.0, 10.0));
-  t->add_option("--clip-grad-norm", f->clip, "Clip the gradient norm (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e6));
-  t->add_option("--eval-every", f->eval_every, "Dev accuracy every N steps (0 = never)")->capture_default_str()->check(nonneg);
+  t->add_option("--batch", f->batch, "Glosses per step")->capture_default_str()->check(batch);
+  t->add_option("--lr", f->lr, "AdamW peak learning rate")->capture_default_str()->check(finite_in(1e-8, 10.0));
+  t->add_option("--warmup", f->warmup, "Linear warmup steps (-1 = steps / 10)")->capture_default_str()->check(warmup);
+  t->add_option("--weight-decay", f->weight_decay, "AdamW decoupled weight decay")->capture_default_str()->check(finite_in(0.0, 10.0));
   t->add_option("--eval-size", f->eval_size, "Dev glosses the periodic evaluation uses (0 = all; the final one uses all)")->capture_default_str()->check(nonneg);
   t->add_option("--test-size", f->test_size, "Final dev/test accuracy on N evenly spaced glosses each (0 = all)")->capture_default_str()->check(nonneg);
-  t->add_option("--run-dir", f->run_dir, "Run directory")->capture_default_str();
-  t->add_option("--seed", f->seed, "Seed of the head, the dropout and the batches")->capture_default_str()->check(nonneg);
-  t->add_option("--threads", f->threads, "OpenMP threads (0 = the default)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1024)));
-  t->add_flag("--overwrite", f->overwrite, "Start over in a RUN_DIR that holds a checkpoint");
+  add_train_flags(t, f->train,
+                  {.steps = 2000, .eval_every = 500, .clip_grad_norm = 1.0, .run_dir = "out/bert-finetune",
+                   .eval_help = "dev accuracy on --eval-size glosses"},
+                  [f] { require_divisible(f->batch, "--batch", f->train); });
   cmds.push_back({t, [f] { return run_finetune(*f); }});
 
   // `graft data prepare english-text` lives in tools/cmd_seq2seq.cpp's `data prepare` command
