@@ -14,6 +14,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "data/spirals.h"
+#include "nn/interrupt.h"
 #include "nn/layers.h"
 #include "nn/optim.h"
 #include "nn/scheduler.h"
@@ -113,6 +114,7 @@ int train_mlp_compiled(nn::Module& model, optim::Optimizer& opt, optim::LRSchedu
   CompiledFunction step = compile(mlp_step(model), model.parameters());
   double loss = 0;
   for (int64_t s = 1; s <= steps; ++s) {
+    nn::check_interrupt("training");  // no checkpoints here: Ctrl-C just stops (exit 130)
     data::Batch b = data::sample_batch(ds.x, ds.y, batch, batch_gen);
     loss = step({b.x, b.y})[0].item<double>();
     GRAFT_CHECK(std::isfinite(loss), "train mlp --compile: the loss is {} at step {}; hint: lower "

@@ -21,32 +21,63 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "data/parallel_corpus.h"
 #include "data/seq2seq_tasks.h"
 #include "data/tokenizer.h"
 #include "models/gpt.h"
+#include "nn/interrupt.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
 #include "nn/scheduler.h"
 #include "nn/trainer.h"
 #include "ops/error.h"
 #include "tools/cmd_transformer.h"
+#include "tools/train_device.h"
+#include "tools/train_flags.h"
 
 namespace graft::tools {
 
 namespace {
 
 struct GptArgs {
+  TrainFlags train;  // --steps, --run-dir, --resume, --time-budget, --bf16, ... (tools/train_flags.h)
   std::string data, valid_data, side = "source", prompt;
-  int64_t steps = 2000, batch = 32, seed = 1, threads = 2, log_every = 0, context = 64;
+  int64_t batch = 32, context = 64;
   int64_t d_model = 128, heads = 4, layers = 4, ffn = 0, warmup = 400;
-  double dropout = 0.1, lr_scale = 1.0, clip = 1.0, temperature = 0.8, top_p = 1.0, time_budget = 0.0;
-  int64_t train_size = 5000, valid_lines = 200, eval_every = 0, eval_windows = 64;
-  int64_t samples = 3, sample_len = 80, top_k = 20, checkpoint_every = 0;
-  std::string run_dir;
-  bool resume = false, overwrite = false;
+  double dropout = 0.1, lr_scale = 1.0, temperature = 0.8, top_p = 1.0;
+  int64_t train_size = 5000, valid_lines = 200, eval_windows = 64;
+  int64_t samples = 3, sample_len = 80, top_k = 20;
 };
+
+// The run's config.json: the trainer flags and this command's, by long name (--config reads it
+// back as it is).
+nlohmann::ordered_json gpt_config(const GptArgs& a) {
+  nlohmann::ordered_json j = train_config("gpt", a.train);
+  j["data"] = a.data;
+  j["valid-data"] = a.valid_data;
+  j["side"] = a.side;
+  j["valid-lines"] = a.valid_lines;
+  j["train-size"] = a.train_size;
+  j["context"] = a.context;
+  j["batch"] = a.batch;
+  j["d-model"] = a.d_model;
+  j["heads"] = a.heads;
+  j["layers"] = a.layers;
+  j["ffn"] = a.ffn;
+  j["dropout"] = a.dropout;
+  j["warmup"] = a.warmup;
+  j["lr-scale"] = a.lr_scale;
+  j["eval-windows"] = a.eval_windows;
+  j["samples"] = a.samples;
+  j["sample-len"] = a.sample_len;
+  j["prompt"] = a.prompt;
+  j["temperature"] = a.temperature;
+  j["top-k"] = a.top_k;
+  j["top-p"] = a.top_p;
+  return j;
+}
 
 std::vector<std::string> read_lines(const std::string& path, const std::string& side, int64_t limit) {
   std::vector<std::string> out;
@@ -71,11 +102,14 @@ std::vector<int64_t> stream(const data::Tokenizer& tok, const std::vector<std::s
 }
 
 // Next-token cross-entropy per token over consecutive windows of `ids` (at most max_windows
-// windows of L + 1 tokens, batches of 16): the whole stream when it fits.
-double stream_nll(models::GPT& lm, const std::vector<int64_t>& ids, int64_t L, int64_t max_windows) {
+// windows of L + 1 tokens, batches of 16): the whole stream when it fits. With `interruptible`
+// (the final evaluation) a pending Ctrl-C throws nn::Interrupted between batches.
+double stream_nll(models::GPT& lm, const std::vector<int64_t>& ids, int64_t L, int64_t max_windows,
+                  bool interruptible = false) {
   const int64_t n = std::min<int64_t>((int64_t(ids.size()) - 1) / L, max_windows);
   double sum = 0;
   for (int64_t w = 0; w < n; w += 16) {
+    if (interruptible) nn::check_interrupt("evaluation");
     const int64_t B = std::min<int64_t>(16, n - w);
     std::vector<int64_t> batch;
     for (int64_t b = 0; b < B; ++b) {
@@ -88,11 +122,12 @@ double stream_nll(models::GPT& lm, const std::vector<int64_t>& ids, int64_t L, i
 }
 
 int train_gpt(const GptArgs& a) {
+  const TrainFlags& f = a.train;
   const auto t_start = std::chrono::steady_clock::now();
-  omp_set_num_threads(int(a.threads));
+  set_threads(f);
   std::vector<std::string> train, valid;
   if (a.data.empty()) {  // the date task's lines
-    Generator g(uint64_t(a.seed));
+    Generator g(uint64_t(f.seed));
     for (const auto& e : data::make_task("date", a.train_size + a.valid_lines, {}, g))
       (int64_t(train.size()) < a.train_size ? train : valid).push_back(e.source + " -> " + e.target);
   } else {
@@ -114,64 +149,69 @@ int train_gpt(const GptArgs& a) {
   const models::GPTOptions go{.vocab = tok.vocab().size(), .d_model = a.d_model, .nhead = a.heads,
                               .num_layers = a.layers, .dim_feedforward = a.ffn, .dropout = a.dropout,
                               .max_len = L};  // learned positions: only those trained on
-  manual_seed(uint64_t(a.seed));
+  manual_seed(uint64_t(f.seed));
   models::GPT lm(go);
+  const Device dev = train_device(f.device);
+  lm.to(dev);  // before the optimizer reads the parameters
   optim::AdamW opt(lm.parameters(), {.lr = 1.0});
   optim::Noam sched(opt, a.d_model, a.warmup, a.lr_scale);
   fmt::print("gpt on {}: {} train / {} valid characters, vocab {}; {}, {} parameters; {} steps of {} x {}, "
              "{} thread(s)\n",
              a.data.empty() ? std::string("date lines") : a.data, tr.size(), va.size(), tok.vocab().size(),
-             lm.repr(), lm.num_parameters(), a.steps, a.batch, L, a.threads);
+             lm.repr(), lm.num_parameters(), f.steps, a.batch, L, omp_get_max_threads());
   std::fflush(stdout);
 
-  Generator windows(uint64_t(a.seed) + 11);  // window starts; saved in checkpoints
-  nn::TrainerOptions to = trainer_options(a);
-  nlohmann::ordered_json cfg{{"model", "gpt"},         {"vocab", go.vocab},   {"d_model", go.d_model},
-                             {"nhead", go.nhead},      {"num_layers", go.num_layers},
-                             {"dim_feedforward", go.dim_feedforward},       {"dropout", go.dropout},
-                             {"max_len", go.max_len},  {"context", L},      {"data", a.data},
-                             {"side", a.side},         {"steps", a.steps},  {"batch", a.batch},
-                             {"seed", a.seed},         {"threads", a.threads}};
-  to.config_json = cfg.dump();
-  nn::Trainer* trainer_ptr = nullptr;
-  bool out_of_time = false;
-  const auto t_train = std::chrono::steady_clock::now();
+  // the model's options, as model.safetensors' "gpt" metadata
+  const nlohmann::ordered_json meta{{"vocab", go.vocab}, {"d_model", go.d_model}, {"nhead", go.nhead},
+                                    {"num_layers", go.num_layers}, {"dim_feedforward", go.dim_feedforward},
+                                    {"dropout", go.dropout}, {"max_len", go.max_len}, {"context", L}};
+  Generator windows(uint64_t(f.seed) + 11);  // window starts; saved in checkpoints
+  nn::TrainerOptions to = to_trainer_options(f);
+  to.items_name = "tokens";
+  to.early_stopping_metric = "nll";
+  to.config_json = gpt_config(a).dump();
+  // flags that only shape evaluation or sampling may change on --resume
+  for (const char* k : {"eval-windows", "samples", "sample-len", "prompt", "temperature", "top-k", "top-p"})
+    to.resume_may_change.push_back(k);
+  const int64_t micro = a.batch / f.grad_accumulation;  // windows per micro-batch
   nn::Trainer trainer(
       to, lm, opt, &sched,
       [&](int64_t, int) -> nn::MicroBatchLoss {
-        if (a.time_budget > 0 && !out_of_time &&
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_train).count() >= a.time_budget) {
-          out_of_time = true;  // this step is the last one; fit() checkpoints after it
-          trainer_ptr->request_stop();
-        }
         std::vector<int64_t> w;
-        for (int64_t b = 0; b < a.batch; ++b) {
+        for (int64_t b = 0; b < micro; ++b) {
           const auto start = int64_t(philox_uniform(windows.seed, windows.advance(1)) * double(tr.size() - L - 1));
           w.insert(w.end(), tr.begin() + start, tr.begin() + start + L + 1);
         }
-        return {lm.loss(from_vector(w, {a.batch, L + 1})), a.batch * L};
+        AutocastGuard ac(f.bf16 ? Precision::bf16 : Precision::f32);  // --bf16: matmuls in bf16
+        return {lm.loss(from_vector(w, {micro, L + 1}).to(dev)), micro * L};
       },
       [&]() -> std::map<std::string, double> {
-        const double nll = stream_nll(lm, va, L, a.eval_windows);
+        const double nll = with_model_on_cpu(lm, dev, [&] { return stream_nll(lm, va, L, a.eval_windows); });
         return {{"nll", nll}, {"perplexity", std::exp(nll)}};
       });
-  trainer_ptr = &trainer;
   trainer.register_generator("windows", windows);
   const nn::TrainResult r = trainer.fit();
+  lm.to(Device::cpu());  // saving, evaluation and sampling run on the CPU
   const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  if (!f.run_dir.empty()) {  // saved first: Ctrl-C during the evaluation below loses nothing
+    std::filesystem::create_directories(f.run_dir);
+    nn::save_safetensors(f.run_dir + "/model.safetensors", lm.state_dict(), {{"gpt", meta.dump()}, {"tokenizer", "char"}});
+    tok.vocab().save(f.run_dir + "/vocab.txt");
+  }
 
   lm.eval();
   double nll = 0;
   {
     NoGradGuard ng;
-    nll = stream_nll(lm, va, L, int64_t(1) << 40);
+    nll = stream_nll(lm, va, L, int64_t(1) << 40, /*interruptible=*/true);
   }
   fmt::print("validation perplexity {:.3f} (nll {:.4f} nats per character, {} characters)\n", std::exp(nll), nll,
              va.size());
-  const std::string stop = out_of_time ? "time budget" : nn::stop_reason_name(r.reason);
+  const std::string stop = nn::stop_reason_name(r.reason);
   nlohmann::ordered_json res{{"steps", r.step},  {"stop_reason", stop}, {"train_wall_s", train_s}, {"valid_nll", nll},
                              {"valid_perplexity", std::exp(nll)}, {"valid_characters", va.size()}};
   for (int64_t s = 0; s < a.samples; ++s) {
+    nn::check_interrupt("sampling");
     // the prompt: --prompt, else the first 12 characters of a validation line (unseen text)
     const std::string p = !a.prompt.empty() ? a.prompt : valid[size_t(s) % valid.size()].substr(0, 12);
     auto ids = tok.encode(p);
@@ -179,20 +219,17 @@ int train_gpt(const GptArgs& a) {
     if (int64_t(ids.size()) >= L) ids.resize(size_t(L - 1));
     const auto out = lm.generate(ids, std::min(a.sample_len, L - int64_t(ids.size())),
                                  {.temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p,
-                                  .seed = uint64_t(a.seed + s), .eos = data::kEos});
+                                  .seed = uint64_t(f.seed + s), .eos = data::kEos});
     const std::string text = p + tok.decode(out);
     fmt::print("sample {}: {}\n", s, text);
     res["samples"].push_back(text);
   }
   fmt::print("{} steps in {:.1f} s ({})\n", r.step, train_s, stop);
-  if (!a.run_dir.empty()) {
-    std::filesystem::create_directories(a.run_dir);
-    nn::save_safetensors(a.run_dir + "/model.safetensors", lm.state_dict(), {{"gpt", cfg.dump()}, {"tokenizer", "char"}});
-    tok.vocab().save(a.run_dir + "/vocab.txt");
-    std::ofstream(a.run_dir + "/results.json") << res.dump(1) << "\n";
-    fmt::print("run directory {} (model.safetensors, vocab.txt, results.json, metrics.jsonl)\n", a.run_dir);
+  if (!f.run_dir.empty()) {
+    std::ofstream(f.run_dir + "/results.json") << res.dump(1) << "\n";
+    fmt::print("run directory {} (model.safetensors, vocab.txt, results.json, metrics.jsonl)\n", f.run_dir);
   }
-  return r.reason == nn::StopReason::interrupted && !out_of_time ? 130 : 0;
+  return nn::exit_status(r.reason);  // 130 when interrupted; --time-budget is done
 }
 
 }  // namespace
@@ -208,36 +245,26 @@ void register_gpt_command(CLI::App& train, Commands& cmds) {
   t->add_option("--valid-lines", g->valid_lines, "Validation lines held out (date lines, or --data without --valid-data)")->capture_default_str()->check(count);
   t->add_option("--train-size", g->train_size, "Date lines to train on (without --data)")->capture_default_str()->check(count);
   t->add_option("--context", g->context, "Context window in characters")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(8192)));
-  t->add_option("--steps", g->steps, "Optimizer steps (in total, across resumes)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
   t->add_option("--batch", g->batch, "Windows per step")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
   t->add_option("--d-model", g->d_model, "Model width")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(65536)));
   t->add_option("--heads", g->heads, "Attention heads (must divide --d-model)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1024)));
   t->add_option("--layers", g->layers, "Blocks")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(64)));
   t->add_option("--ffn", g->ffn, "Feed-forward width (0 = 4 x --d-model)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1 << 20)));
-  t->add_option("--dropout", g->dropout, "Dropout")->capture_default_str()->check(CLI::Range(0.0, 0.95));
+  t->add_option("--dropout", g->dropout, "Dropout")->capture_default_str()->check(finite_in(0.0, 0.95));
   t->add_option("--warmup", g->warmup, "Noam warmup steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
-  t->add_option("--lr-scale", g->lr_scale, "Noam scale: lr = scale d^-0.5 min(n^-0.5, n w^-1.5)")->capture_default_str()->check(CLI::Range(1e-6, 1e3));
-  t->add_option("--clip-grad-norm", g->clip, "Clip the gradient norm (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e6));
-  t->add_option("--eval-every", g->eval_every, "Validation perplexity every N steps (0 = only at the end)")->capture_default_str()->check(nonneg);
+  t->add_option("--lr-scale", g->lr_scale, "Noam scale: lr = scale d^-0.5 min(n^-0.5, n w^-1.5)")->capture_default_str()->check(finite_in(1e-6, 1e3));
   t->add_option("--eval-windows", g->eval_windows, "Validation windows per periodic evaluation")->capture_default_str()->check(count);
-  t->add_option("--time-budget", g->time_budget, "Stop after this many seconds of training wall time in this session (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e9));
   t->add_option("--samples", g->samples, "Samples to print")->capture_default_str()->check(nonneg);
   t->add_option("--sample-len", g->sample_len, "Most characters per sample (prompt + sample fit in --context)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(4096)));
   t->add_option("--prompt", g->prompt, "Sample prompt (default: the start of a validation line)");
-  t->add_option("--temperature", g->temperature, "Sampling temperature (0 = greedy)")->capture_default_str()->check(CLI::Range(0.0, 100.0));
+  t->add_option("--temperature", g->temperature, "Sampling temperature (0 = greedy)")->capture_default_str()->check(finite_in(0.0, 100.0));
   t->add_option("--top-k", g->top_k, "Sample among the k most likely (0 = off)")->capture_default_str()->check(nonneg);
-  t->add_option("--top-p", g->top_p, "Nucleus sampling mass")->capture_default_str()->check(CLI::Range(1e-6, 1.0));
-  t->add_option("--seed", g->seed, "Seed of the data, the weights, dropout, windows and samples")->capture_default_str()->check(nonneg);
-  t->add_option("--threads", g->threads, "OpenMP threads")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(256)));
-  t->add_option("--log-every", g->log_every, "Progress line every N steps when stderr is not a terminal (0 = ~20 per run)")->capture_default_str()->check(nonneg);
-  t->add_option("--checkpoint-every", g->checkpoint_every, "Checkpoint every N steps (0 = only at the end); needs --run-dir")->capture_default_str()->check(nonneg);
-  t->add_option("--run-dir", g->run_dir, "Run directory: metrics.jsonl, checkpoints, model.safetensors, vocab.txt, results.json");
-  t->add_flag("--resume", g->resume, "Continue from the run directory's checkpoint (bit-identical)");
-  t->add_flag("--overwrite", g->overwrite, "Start over in a run directory that holds a checkpoint");
-  cmds.push_back({t, [g] {
-                    GRAFT_CHECK(!g->resume || !g->run_dir.empty(), "train gpt: --resume needs --run-dir");
-                    return train_gpt(*g);
-                  }});
+  t->add_option("--top-p", g->top_p, "Nucleus sampling mass")->capture_default_str()->check(finite_in(1e-6, 1.0));
+  add_train_flags(t, g->train,
+                  {.steps = 2000, .eval_every = 0, .clip_grad_norm = 1.0,
+                   .eval_help = "validation perplexity on --eval-windows windows; the whole validation text at the end"},
+                  [g] { require_divisible(g->batch, "--batch", g->train); });
+  cmds.push_back({t, [g] { return train_gpt(*g); }});
 }
 
 }  // namespace graft::tools

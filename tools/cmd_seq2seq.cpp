@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "data/batching.h"
 #include "data/bleu.h"
@@ -34,6 +35,7 @@
 #include "data/seq2seq_tasks.h"
 #include "data/tokenizer.h"
 #include "models/seq2seq.h"
+#include "nn/interrupt.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
 #include "nn/scheduler.h"
@@ -44,6 +46,7 @@
 #include "tools/heatmap.h"
 #include "tools/train_device.h"
 #include "tools/plot.h"
+#include "tools/train_flags.h"
 
 namespace graft::tools {
 
@@ -51,6 +54,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Seq2SeqArgs {
+  TrainFlags train;  // --steps, --run-dir, --resume, --time-budget, ... (tools/train_flags.h)
   std::string task = "date";
   std::string data_dir = "datasets";
   std::string tsv_train, tsv_test;  // --task tsv
@@ -60,14 +64,51 @@ struct Seq2SeqArgs {
   int64_t embed = 64, hidden = 128, layers = 1, attn_dim = 0, window = 5;
   bool bidirectional = false, no_input_feeding = false;
   double dropout = 0.0, sampling = 0.0, doubly_stochastic = 0.0;
-  int64_t steps = 2000, batch = 64, seed = 1, eval_every = 250, eval_size = 500;
-  double lr = 2e-3, clip = 5.0, target = 0.0, max_minutes = 0.0;
-  int64_t beam = 1, max_out = 0, vocab_size = 8000, threads = 1, length_bin = 10;
+  int64_t batch = 64, eval_size = 500;
+  double lr = 2e-3, target = 0.0;
+  int64_t beam = 1, max_out = 0, vocab_size = 8000, length_bin = 10;
   double length_penalty = 1.0;
-  std::string run_dir;
-  bool resume = false, overwrite = false;
-  std::string device;  // --device: "" = $GRAFT_DEVICE, else cpu (tools/train_device.h)
 };
+
+// The run's config.json: the trainer flags and this command's, by long name (--config reads it
+// back as it is).
+nlohmann::ordered_json seq2seq_config(const Seq2SeqArgs& a) {
+  nlohmann::ordered_json j = train_config("seq2seq", a.train);
+  j["task"] = a.task;
+  j["data-dir"] = a.data_dir;
+  j["tsv-train"] = a.tsv_train;
+  j["tsv-test"] = a.tsv_test;
+  j["train-size"] = a.train_size;
+  j["valid-size"] = a.valid_size;
+  j["test-size"] = a.test_size;
+  j["eval-size"] = a.eval_size;
+  j["min-len"] = a.min_len;
+  j["max-len"] = a.max_len;
+  j["test-min-len"] = a.test_min_len;
+  j["test-max-len"] = a.test_max_len;
+  j["symbols"] = a.symbols;
+  j["vocab-size"] = a.vocab_size;
+  j["cell"] = a.cell;
+  j["attention"] = a.attention;
+  j["embed"] = a.embed;
+  j["hidden"] = a.hidden;
+  j["layers"] = a.layers;
+  j["attn-dim"] = a.attn_dim;
+  j["window"] = a.window;
+  j["bidirectional"] = a.bidirectional;
+  j["no-input-feeding"] = a.no_input_feeding;
+  j["dropout"] = a.dropout;
+  j["sampling"] = a.sampling;
+  j["doubly-stochastic"] = a.doubly_stochastic;
+  j["batch"] = a.batch;
+  j["lr"] = a.lr;
+  j["target"] = a.target;
+  j["length-bin"] = a.length_bin;
+  j["beam"] = a.beam;
+  j["length-penalty"] = a.length_penalty;
+  j["max-out"] = a.max_out;
+  return j;
+}
 
 struct Corpus {
   std::vector<data::Example> train, valid, test;
@@ -93,7 +134,7 @@ Corpus load_corpus(const Seq2SeqArgs& a) {
   const int64_t tmax = a.test_max_len ? a.test_max_len : 2 * a.max_len;
   data::TaskSplit s = data::make_task_split(a.task, a.train_size, a.valid_size, a.test_size,
                                             {.min_len = a.min_len, .max_len = a.max_len, .num_symbols = a.symbols},
-                                            tmin, tmax, uint64_t(a.seed));
+                                            tmin, tmax, uint64_t(a.train.seed));
   c.train = std::move(s.train);
   c.valid = std::move(s.valid);
   c.test = std::move(s.test);
@@ -123,14 +164,20 @@ struct EvalResult {
   std::vector<std::string> outputs;
 };
 
+// Decodes the first n pairs (0: all) in batches of 64. With `interruptible` (the final test
+// decoding, after training) a pending Ctrl-C throws nn::Interrupted between batches; the
+// evaluations inside training leave that to the trainer.
 EvalResult evaluate(models::Seq2Seq& m, const data::Tokenizer& tgt_tok, const Ids& src, const Ids& ref,
                     const std::vector<data::Example>& ex, const models::DecodeOptions& dopt,
-                    int64_t bin, int64_t n = 0) {
+                    int64_t bin, int64_t n = 0, bool interruptible = false) {
   const size_t count = n > 0 ? std::min(src.size(), size_t(n)) : src.size();
   Ids s(src.begin(), src.begin() + long(count)), r(ref.begin(), ref.begin() + long(count));
-  const auto hyps = m.translate(s, dopt, 64);
   Ids outs;
-  for (const auto& h : hyps) outs.push_back(h.tokens);
+  for (size_t i = 0; i < count; i += 64) {
+    if (interruptible) nn::check_interrupt("decoding");
+    const Ids part(s.begin() + long(i), s.begin() + long(std::min(count, i + 64)));
+    for (const auto& h : m.translate(part, dopt, 64)) outs.push_back(h.tokens);
+  }
   EvalResult res;
   res.acc = models::sequence_accuracy(outs, r);
   std::vector<std::string> hyp_text;
@@ -152,9 +199,10 @@ EvalResult evaluate(models::Seq2Seq& m, const data::Tokenizer& tgt_tok, const Id
 }
 
 int cmd_train_seq2seq(const Seq2SeqArgs& a) {
+  const TrainFlags& f = a.train;
   const auto t_start = std::chrono::steady_clock::now();
-  omp_set_num_threads(int(a.threads));
-  const std::string run_dir = a.run_dir.empty() ? "runs/seq2seq-" + a.task : a.run_dir;
+  set_threads(f);
+  const std::string run_dir = f.run_dir.empty() ? "runs/seq2seq-" + a.task : f.run_dir;
   Corpus c = load_corpus(a);
   GRAFT_CHECK(!c.train.empty() && !c.valid.empty() && !c.test.empty(),
               "train seq2seq: empty data (train {}, valid {}, test {})", c.train.size(), c.valid.size(), c.test.size());
@@ -180,10 +228,10 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   mo.input_feeding = !a.no_input_feeding;
   mo.dropout = a.dropout;
   mo.doubly_stochastic = a.doubly_stochastic;
-  mo.seed = uint64_t(a.seed);
-  manual_seed(uint64_t(a.seed));
+  mo.seed = uint64_t(f.seed);
+  manual_seed(uint64_t(f.seed));
   models::Seq2Seq model(mo);
-  const Device dev = tools::train_device(a.device);
+  const Device dev = tools::train_device(f.device);
   model.to(dev);  // before the optimizer reads the parameters
   optim::Adam opt(model.parameters(), {.lr = a.lr});
 
@@ -194,67 +242,54 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   const models::DecodeOptions greedy{.beam = 1, .max_len = dopt.max_len, .length_penalty = a.length_penalty};
   fmt::print("task {}: {} train / {} valid / {} test pairs, vocab {} -> {} ({}-level)\n", a.task,
              c.train.size(), c.valid.size(), c.test.size(), mo.src_vocab, mo.tgt_vocab, c.word ? "word" : "char");
-  fmt::print("model: {}, {} parameters; Adam lr {}, batch {}, {} steps, {} thread(s)\n", model.repr(),
-             model.num_parameters(), a.lr, a.batch, a.steps, a.threads);
+  fmt::print("model: {}, {} parameters; Adam lr {}, batch {}{}, {} steps, {} thread(s)\n", model.repr(),
+             model.num_parameters(), a.lr, a.batch,
+             f.grad_accumulation > 1 ? fmt::format(" ({} x {})", f.grad_accumulation, a.batch / f.grad_accumulation) : "",
+             f.steps, omp_get_max_threads());
   std::fflush(stdout);
 
   // Batches are a pure function of the step (epoch e is bucketed with its own seed), so a
-  // resumed run sees the same batches as an uninterrupted one.
+  // resumed run sees the same batches as an uninterrupted one. With --grad-accumulation K each
+  // step takes K consecutive micro-batches of --batch / K sentences.
+  const int64_t K = f.grad_accumulation, micro = a.batch / K;
   std::vector<int64_t> lengths;
   for (const auto& x : xs) lengths.push_back(int64_t(x.size()));
   int64_t cached_epoch = -1;
   std::vector<std::vector<int64_t>> epoch_batches;
-  auto batch_at = [&](int64_t step) -> const std::vector<int64_t>& {
-    const int64_t per_epoch = (int64_t(xs.size()) + a.batch - 1) / a.batch;
-    const int64_t e = step / per_epoch;
+  auto batch_at = [&](int64_t index) -> const std::vector<int64_t>& {
+    const int64_t per_epoch = (int64_t(xs.size()) + micro - 1) / micro;
+    const int64_t e = index / per_epoch;
     if (e != cached_epoch) {
-      Generator g(uint64_t(a.seed) * 1000003u + uint64_t(e));
-      epoch_batches = data::bucket_batches(lengths, a.batch, g);
+      Generator g(uint64_t(f.seed) * 1000003u + uint64_t(e));
+      epoch_batches = data::bucket_batches(lengths, micro, g);
       cached_epoch = e;
     }
-    return epoch_batches[size_t(step % per_epoch)];
+    return epoch_batches[size_t(index % per_epoch)];
   };
-  Generator sampling_gen(uint64_t(a.seed) + 7);
+  Generator sampling_gen(uint64_t(f.seed) + 7);
   int64_t reached_step = -1;
   double reached_time = 0;
-  bool out_of_time = false;  // --max-minutes: the wall-clock training budget ran out
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
 
-  nn::TrainerOptions to;
-  to.max_steps = a.steps;
-  to.eval_every = a.eval_every;
+  nn::TrainerOptions to = to_trainer_options(f);
   to.run_dir = run_dir;
-  to.resume = a.resume;
-  to.overwrite = a.overwrite;
-  to.clip_grad_norm = a.clip;
+  to.checkpoint_every = f.checkpoint_every;
   to.items_name = "tokens";
   to.early_stopping_metric = "exact";
   to.early_stopping_mode = "max";
-  nlohmann::ordered_json cfg = nlohmann::json::parse(mo.to_json());
-  cfg["task"] = a.task;
-  cfg["steps"] = a.steps;
-  cfg["max_minutes"] = a.max_minutes;
-  cfg["batch"] = a.batch;
-  cfg["lr"] = a.lr;
-  cfg["sampling"] = a.sampling;
-  cfg["train_size"] = a.train_size;
-  cfg["min_len"] = a.min_len;
-  cfg["max_len"] = a.max_len;
-  to.config_json = cfg.dump();
+  to.config_json = seq2seq_config(a).dump();
+  // flags that only shape evaluation or decoding may change on --resume
+  for (const char* k : {"eval-size", "target", "length-bin", "beam", "length-penalty", "max-out"})
+    to.resume_may_change.push_back(k);
   nn::Trainer* trainer_ptr = nullptr;
   nn::Trainer trainer(
       to, model, opt, nullptr,
-      [&](int64_t step, int) -> nn::MicroBatchLoss {
-        const auto& idx = batch_at(step);
+      [&](int64_t step, int m) -> nn::MicroBatchLoss {
+        const auto& idx = batch_at(step * K + m);
         Ids bx, by;
         for (int64_t i : idx) bx.push_back(xs[size_t(i)]), by.push_back(ys[size_t(i)]);
         const data::Seq2SeqBatch b = tools::batch_on(data::make_seq2seq_batch(bx, by), dev);
+        AutocastGuard ac(f.bf16 ? Precision::bf16 : Precision::f32);  // --bf16: matmuls in bf16
         models::LossOutput l = model.loss(b, a.sampling, &sampling_gen);
-        if (a.max_minutes > 0 && !out_of_time && elapsed() >= 60 * a.max_minutes) {
-          out_of_time = true;  // this step still completes; fit() returns after it
-          fmt::print(stderr, "training budget of {} min used up at step {}: stopping\n", a.max_minutes, step + 1);
-          trainer_ptr->request_stop();
-        }
         return {l.loss, l.tokens};
       },
       [&]() -> std::map<std::string, double> {
@@ -267,7 +302,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
           reached_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
           fmt::print(stderr, "valid exact match {:.4f} >= {} at step {} ({:.1f} s): stopping\n", r.acc.exact,
                      a.target, reached_step, reached_time);
-          trainer_ptr->request_stop();
+          trainer_ptr->request_stop(nn::StopReason::target);
         }
         return {{"exact", r.acc.exact}, {"token_accuracy", r.acc.token}, {"bleu", r.bleu}};
       });
@@ -286,7 +321,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
 
   const int64_t bin = a.task == "date" ? 0 : a.length_bin;  // date sources are all short
   const auto te0 = std::chrono::steady_clock::now();
-  EvalResult r = evaluate(model, *tgt_tok, tx, ty, c.test, dopt, bin);
+  EvalResult r = evaluate(model, *tgt_tok, tx, ty, c.test, dopt, bin, 0, /*interruptible=*/true);
   const double eval_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - te0).count();
   const bool seq_task = !c.word && a.task != "date";
   fmt::print("\nheld-out test ({} examples{}, {}): exact match {:.2f}%, token accuracy {:.2f}%{}\n",
@@ -299,7 +334,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   res["cell"] = a.cell;
   res["attention"] = a.attention;
   res["steps"] = tr.step;
-  const std::string stop = reached_step >= 0 ? "target reached" : out_of_time ? "time budget" : nn::stop_reason_name(tr.reason);
+  const std::string stop = nn::stop_reason_name(tr.reason);
   res["stop_reason"] = stop;
   res["train_wall_s"] = train_secs;
   res["reached_target_step"] = reached_step;
@@ -328,8 +363,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   }
   fmt::print("{} steps in {:.1f} s ({}); run directory {} (model.safetensors, results.json); try: graft translate --run-dir {} TEXT\n",
              tr.step, train_secs, stop, run_dir, run_dir);
-  // a stop requested because --target was reached or the time budget ran out is a success
-  return tr.reason == nn::StopReason::interrupted && reached_step < 0 && !out_of_time ? 130 : 0;
+  return nn::exit_status(tr.reason);  // 130 when interrupted; --target and --time-budget are done
 }
 
 // ---------------------------------------------------------------- graft translate
@@ -370,7 +404,7 @@ int cmd_translate(const TranslateArgs& a) {
               "translate: the vocabulary files ({} / {} tokens) do not match the model ({} / {})",
               src_tok->vocab().size(), tgt_tok->vocab().size(), mo.src_vocab, mo.tgt_vocab);
   models::Seq2Seq model(mo);
-  nn::load_into(model, mpath);
+  models::load_for_inference(model, mpath);  // refuses NaN/inf weights
   std::vector<std::string> lines = a.inputs;
   if (lines.empty()) {
     std::string line;
@@ -386,7 +420,11 @@ int cmd_translate(const TranslateArgs& a) {
   for (const auto& s : src) longest = std::max<int64_t>(longest, int64_t(s.size()));
   const models::DecodeOptions dopt{.beam = a.beam, .max_len = a.max_len ? a.max_len : 2 * longest + 10,
                                    .length_penalty = a.length_penalty};
-  const auto hyps = src.empty() ? std::vector<models::Hypothesis>{} : model.translate(src, dopt);
+  std::vector<models::Hypothesis> hyps;
+  for_each_chunk(src.size(), 64, [&](size_t first, size_t last) {  // Ctrl-C: stop between batches
+    const Ids part(src.begin() + long(first), src.begin() + long(last));
+    for (auto& h : model.translate(part, dopt)) hyps.push_back(std::move(h));
+  });
   for (size_t i = 0; i < hyps.size(); ++i) fmt::print("{}\n", tgt_tok->decode(hyps[i].tokens));
   if (!a.heatmap.empty()) {
     GRAFT_CHECK(!src.empty(), "translate: --heatmap needs an input line");
@@ -433,10 +471,8 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   t->add_option("--task", a->task, "copy, reverse, sort, date (synthetic), bible (after 'graft data prepare bible-en-es') or tsv")->capture_default_str()->check(CLI::IsMember({"copy", "reverse", "sort", "date", "bible", "tsv"}));
   t->add_option("--cell", a->cell, "rnn, lstm or gru")->capture_default_str()->check(CLI::IsMember({"rnn", "lstm", "gru"}));
   t->add_option("--attention", a->attention, "none, bahdanau, dot, general, concat, local-m, local-p or hard")->capture_default_str()->check(CLI::IsMember({"none", "bahdanau", "dot", "general", "concat", "local-m", "local-p", "hard"}));
-  t->add_option("--steps", a->steps, "Optimizer steps")->capture_default_str()->check(count);
   t->add_option("--batch", a->batch, "Sentences per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
   t->add_option("--lr", a->lr, "Adam learning rate")->capture_default_str()->check(positive_real("--lr"));
-  t->add_option("--clip-grad-norm", a->clip, "Clip the gradient norm (0 = off)")->capture_default_str()->check(positive_real("--clip-grad-norm"));
   t->add_option("--embed", a->embed, "Embedding width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
   t->add_option("--hidden", a->hidden, "Hidden width (H/2 per direction when bidirectional)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
   t->add_option("--layers", a->layers, "Encoder and decoder layers")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(16)));
@@ -444,8 +480,8 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   t->add_option("--attn-dim", a->attn_dim, "Attention width (0 = hidden)")->capture_default_str()->check(nonneg);
   t->add_option("--window", a->window, "Local attention half-window D")->capture_default_str()->check(nonneg);
   t->add_flag("--no-input-feeding", a->no_input_feeding, "Luong attention without input feeding");
-  t->add_option("--dropout", a->dropout, "Dropout on embeddings and outputs")->capture_default_str()->check(CLI::Range(0.0, 0.95));
-  t->add_option("--sampling", a->sampling, "Scheduled sampling: probability of feeding the model's own previous prediction")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  t->add_option("--dropout", a->dropout, "Dropout on embeddings and outputs")->capture_default_str()->check(finite_in(0.0, 0.95));
+  t->add_option("--sampling", a->sampling, "Scheduled sampling: probability of feeding the model's own previous prediction")->capture_default_str()->check(finite_in(0.0, 1.0));
   t->add_option("--doubly-stochastic", a->doubly_stochastic, "Lambda of the doubly-stochastic attention penalty")->capture_default_str()->check(positive_real("--doubly-stochastic"));
   t->add_option("--train-size", a->train_size, "Training pairs (synthetic: generated; corpora: first N)")->capture_default_str()->check(count);
   t->add_option("--valid-size", a->valid_size, "Validation pairs")->capture_default_str()->check(count);
@@ -460,25 +496,20 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   t->add_option("--data-dir", a->data_dir, "Where 'graft data prepare' wrote the corpora")->capture_default_str();
   t->add_option("--tsv-train", a->tsv_train, "--task tsv: training file (source<TAB>target)");
   t->add_option("--tsv-test", a->tsv_test, "--task tsv: test file");
-  t->add_option("--seed", a->seed, "Seed of the data, the weights and the batches")->capture_default_str()->check(nonneg);
-  t->add_option("--eval-every", a->eval_every, "Decode --eval-size validation pairs every N steps (0 = never)")->capture_default_str()->check(nonneg);
-  t->add_option("--target,--target-exact", a->target, "Stop once validation exact match reaches this (0 = off), e.g. 0.99")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  t->add_option("--max-minutes", a->max_minutes, "Wall-clock training budget in minutes, counted from the start (0 = off); the test evaluation runs after it")->capture_default_str()->check(positive_real("--max-minutes"));
+  t->add_option("--target,--target-exact", a->target, "Stop once validation exact match reaches this (0 = off), e.g. 0.99")->capture_default_str()->check(finite_in(0.0, 1.0));
   t->add_option("--length-bin", a->length_bin, "Width of the source-length buckets of the test table (0 = no table; not for date)")->capture_default_str()->check(nonneg);
   t->add_option("--beam", a->beam, "Beam width for the test evaluation (1 = greedy)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
   t->add_option("--length-penalty", a->length_penalty, "Beam ranking: logp / len^alpha")->capture_default_str()->check(positive_real("--length-penalty"));
   t->add_option("--max-out", a->max_out, "Most output tokens (0 = 2 x longest reference + 10)")->capture_default_str()->check(nonneg);
-  t->add_option("--threads", a->threads, "OpenMP threads (small recurrent models run fastest on 1)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(256)));
-  t->add_option("--run-dir", a->run_dir, "Run directory (default runs/seq2seq-TASK)");
-  t->add_option("--device", a->device, "cpu or opencl:N for the training steps; decoding runs on the CPU (default: $GRAFT_DEVICE, else cpu)");
-  t->add_flag("--resume", a->resume, "Continue from the run directory's checkpoint");
-  t->add_flag("--overwrite", a->overwrite, "Start over in a run directory that holds a checkpoint");
-  cmds.push_back({t, [a] {
-                    if (a->task != "bible" && a->task != "tsv") {
-                      GRAFT_CHECK(a->min_len <= a->max_len, "train seq2seq: --min-len {} > --max-len {}", a->min_len, a->max_len);
-                    }
-                    return cmd_train_seq2seq(*a);
-                  }});
+  add_train_flags(t, a->train,
+                  {.steps = 2000, .eval_every = 250, .clip_grad_norm = 5.0, .run_dir_help = "runs/seq2seq-TASK",
+                   .eval_help = "decode --eval-size validation pairs (exact match, token accuracy, BLEU)"},
+                  [a] {
+                    require_divisible(a->batch, "--batch", a->train);
+                    if (a->task != "bible" && a->task != "tsv" && a->min_len > a->max_len)
+                      throw CLI::ValidationError("--min-len", fmt::format("{} > --max-len {}", a->min_len, a->max_len));
+                  });
+  cmds.push_back({t, [a] { return cmd_train_seq2seq(*a); }});
 
   auto ta = std::make_shared<TranslateArgs>();
   CLI::App* tr = app.add_subcommand("translate", "Decode input lines (arguments or stdin) with a model from 'graft train seq2seq' or 'graft train transformer'");

@@ -32,6 +32,7 @@
 #include "data/seq2seq_tasks.h"
 #include "data/tokenizer.h"
 #include "models/transformer.h"
+#include "nn/interrupt.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
 #include "nn/scheduler.h"
@@ -40,6 +41,7 @@
 #include "tools/heatmap.h"
 #include "tools/plot.h"
 #include "tools/train_device.h"
+#include "tools/train_flags.h"
 
 namespace graft::tools {
 
@@ -50,20 +52,53 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 struct Args {
+  TrainFlags train;  // --steps, --run-dir, --resume, --time-budget, --bf16, ... (tools/train_flags.h)
   std::string task = "date";
   std::string data_dir = "datasets", tsv_train, tsv_test, tokenizer = "word";
-  int64_t steps = 2000, batch = 64, seed = 1, threads = 2, log_every = 0;
+  int64_t batch = 64;
   int64_t d_model = 128, heads = 4, layers = 2, ffn = 512, warmup = 400;
-  double dropout = 0.1, label_smoothing = 0.1, lr_scale = 1.0, clip = 1.0, target = 0.0;
-  int64_t train_size = 20000, valid_size = 200, test_size = 500, eval_every = 0, eval_size = 200;
+  double dropout = 0.1, label_smoothing = 0.1, lr_scale = 1.0, target = 0.0;
+  int64_t train_size = 20000, valid_size = 200, test_size = 500, eval_size = 200;
   int64_t min_len = 3, max_len = 10, symbols = 10, beam = 4, vocab_size = 8000, max_out = 0;
-  int64_t max_train_len = 0, checkpoint_every = 0;
-  double length_penalty = 1.0, time_budget = 0.0;
-  bool pre_norm = false, resume = false, overwrite = false;
-  bool bf16 = false;  // forward under AutocastGuard(Precision::bf16)
-  std::string run_dir;
-  std::string device;  // --device: "" = $GRAFT_DEVICE, else cpu (tools/train_device.h)
+  int64_t max_train_len = 0;
+  double length_penalty = 1.0;
+  bool pre_norm = false;
 };
+
+// The run's config.json: the trainer flags and this command's, by long name (--config reads it
+// back as it is).
+nlohmann::ordered_json transformer_config(const Args& a) {
+  nlohmann::ordered_json j = train_config("transformer", a.train);
+  j["task"] = a.task;
+  j["data-dir"] = a.data_dir;
+  j["tsv-train"] = a.tsv_train;
+  j["tsv-test"] = a.tsv_test;
+  j["tokenizer"] = a.tokenizer;
+  j["vocab-size"] = a.vocab_size;
+  j["max-train-len"] = a.max_train_len;
+  j["train-size"] = a.train_size;
+  j["valid-size"] = a.valid_size;
+  j["test-size"] = a.test_size;
+  j["eval-size"] = a.eval_size;
+  j["min-len"] = a.min_len;
+  j["max-len"] = a.max_len;
+  j["symbols"] = a.symbols;
+  j["batch"] = a.batch;
+  j["d-model"] = a.d_model;
+  j["heads"] = a.heads;
+  j["layers"] = a.layers;
+  j["ffn"] = a.ffn;
+  j["dropout"] = a.dropout;
+  j["pre-norm"] = a.pre_norm;
+  j["warmup"] = a.warmup;
+  j["lr-scale"] = a.lr_scale;
+  j["label-smoothing"] = a.label_smoothing;
+  j["target"] = a.target;
+  j["beam"] = a.beam;
+  j["length-penalty"] = a.length_penalty;
+  j["max-out"] = a.max_out;
+  return j;
+}
 
 bool is_corpus(const std::string& task) { return task == "bible" || task == "tsv"; }
 
@@ -110,7 +145,7 @@ Data load_data(const Args& a) {
     data::TaskSplit s = data::make_task_split(
         a.task, a.train_size, a.valid_size, a.test_size,
         {.min_len = a.min_len, .max_len = a.max_len, .num_symbols = a.symbols}, a.min_len, a.max_len,
-        uint64_t(a.seed));
+        uint64_t(a.train.seed));
     d.train = std::move(s.train);
     d.valid = std::move(s.valid);
     d.test = std::move(s.test);
@@ -166,14 +201,20 @@ struct Eval {
   std::vector<std::string> outputs;
 };
 
-// Decodes the first n pairs (0: all); exact match on token ids, corpus BLEU against the raw
-// references (as the recurrent model reports it) and against ASCII-lowercased ones.
+// Decodes the first n pairs (0: all) in batches; exact match on token ids, corpus BLEU against
+// the raw references (as the recurrent model reports it) and against ASCII-lowercased ones.
+// With `interruptible` (the final test decoding) a pending Ctrl-C throws nn::Interrupted
+// between batches; the evaluations inside training leave that to the trainer.
 Eval evaluate(models::Transformer& m, const data::Tokenizer& tgt_tok, const Ids& src, const Ids& ref,
               const std::vector<data::Example>& ex, const models::DecodeOptions& dopt, int64_t n,
-              int64_t batch) {
+              int64_t batch, bool interruptible = false) {
   const size_t count = n > 0 ? std::min(src.size(), size_t(n)) : src.size();
-  const Ids s(src.begin(), src.begin() + long(count));
-  const auto hyps = m.translate(s, dopt, batch);
+  std::vector<models::Hypothesis> hyps;
+  for (size_t i = 0; i < count; i += size_t(batch)) {
+    if (interruptible) nn::check_interrupt("decoding");
+    const Ids part(src.begin() + long(i), src.begin() + long(std::min(count, i + size_t(batch))));
+    for (auto& h : m.translate(part, dopt, batch)) hyps.push_back(std::move(h));
+  }
   Eval r;
   std::vector<std::vector<std::string>> refs, refs_lower;
   int64_t exact = 0;
@@ -204,8 +245,9 @@ double mean_nll(models::Transformer& m, const Ids& xs, const Ids& ys, int64_t ba
 }
 
 int train_transformer(const Args& a) {
+  const TrainFlags& f = a.train;
   const auto t_start = Clock::now();
-  omp_set_num_threads(int(a.threads));
+  set_threads(f);
   Data d = load_data(a);
   const bool corpus = is_corpus(a.task);
   const int64_t max_ref = longest({&d.ty, &d.vy});
@@ -219,9 +261,9 @@ int train_transformer(const Args& a) {
                                 .dim_feedforward = a.ffn, .dropout = a.dropout,
                                 .norm_first = a.pre_norm, .share_embeddings = d.joint,
                                 .max_len = std::max(longest({&d.xs, &d.ys, &d.vx, &d.tx}), dopt.max_len) + 2};
-  manual_seed(uint64_t(a.seed));
+  manual_seed(uint64_t(f.seed));
   models::Transformer model(mo);
-  const Device dev = tools::train_device(a.device);
+  const Device dev = tools::train_device(f.device);
   model.to(dev);  // before the optimizer reads the parameters
   optim::Adam opt(model.parameters(), {.lr = 1.0, .beta2 = 0.98, .eps = 1e-9});
   optim::Noam sched(opt, a.d_model, a.warmup, a.lr_scale);
@@ -229,55 +271,44 @@ int train_transformer(const Args& a) {
              "parameters; {} steps of {}, {} thread(s)\n",
              a.task, d.xs.size(), d.valid.size(), d.test.size(), mo.src_vocab, mo.tgt_vocab,
              corpus ? a.tokenizer : "char", d.joint ? ", joint" : "", model.repr(),
-             model.num_parameters(), a.steps, a.batch, a.threads);
+             model.num_parameters(), f.steps, a.batch, omp_get_max_threads());
   std::fflush(stdout);
 
   // Batches are a pure function of the step (epoch e is bucketed with its own seed), so a
-  // resumed run sees the same batches as an uninterrupted one.
+  // resumed run sees the same batches as an uninterrupted one. With --grad-accumulation K each
+  // step takes K consecutive micro-batches of --batch / K pairs.
+  const int64_t K = f.grad_accumulation, micro = a.batch / K;
   std::vector<int64_t> lengths;
   for (const auto& x : d.xs) lengths.push_back(int64_t(x.size()));
-  const int64_t per_epoch = (int64_t(d.xs.size()) + a.batch - 1) / a.batch;
+  const int64_t per_epoch = (int64_t(d.xs.size()) + micro - 1) / micro;
   int64_t cached_epoch = -1;
   std::vector<std::vector<int64_t>> epoch_batches;
-  auto batch_at = [&](int64_t step) -> const std::vector<int64_t>& {
-    const int64_t e = step / per_epoch;
+  auto batch_at = [&](int64_t index) -> const std::vector<int64_t>& {
+    const int64_t e = index / per_epoch;
     if (e != cached_epoch) {
-      Generator g(uint64_t(a.seed) * 7919u + uint64_t(e));
-      epoch_batches = data::bucket_batches(lengths, a.batch, g);
+      Generator g(uint64_t(f.seed) * 7919u + uint64_t(e));
+      epoch_batches = data::bucket_batches(lengths, micro, g);
       cached_epoch = e;
     }
-    return epoch_batches[size_t(step % int64_t(epoch_batches.size()))];
+    return epoch_batches[size_t(index % int64_t(epoch_batches.size()))];
   };
 
-  nn::TrainerOptions to = trainer_options(a);
+  nn::TrainerOptions to = to_trainer_options(f);
+  to.items_name = "tokens";
   to.early_stopping_metric = "exact";
   to.early_stopping_mode = "max";
-  nlohmann::ordered_json cfg = nlohmann::json::parse(mo.to_json());
-  cfg["model"] = "transformer";
-  cfg["task"] = a.task;
-  cfg["tokenizer"] = corpus ? a.tokenizer : "char";
-  for (auto [k, v] : {std::pair<const char*, int64_t>{"steps", a.steps}, {"batch", a.batch}, {"warmup", a.warmup},
-                      {"train_size", a.train_size}, {"max_train_len", a.max_train_len}, {"seed", a.seed},
-                      {"threads", a.threads}})
-    cfg[k] = v;
-  cfg["lr_scale"] = a.lr_scale;
-  cfg["label_smoothing"] = a.label_smoothing;
-  to.config_json = cfg.dump();
+  to.config_json = transformer_config(a).dump();
+  // flags that only shape evaluation or decoding may change on --resume
+  for (const char* k : {"eval-size", "target", "beam", "length-penalty", "max-out"}) to.resume_may_change.push_back(k);
   nn::Trainer* trainer_ptr = nullptr;
   int64_t reached_step = -1;
   double reached_wall = 0;
-  bool out_of_time = false;
-  const auto t_train = Clock::now();
   nn::Trainer trainer(
       to, model, opt, &sched,
-      [&](int64_t step, int) -> nn::MicroBatchLoss {
-        if (a.time_budget > 0 && !out_of_time && since(t_train) >= a.time_budget) {
-          out_of_time = true;  // this step is the last one; fit() checkpoints after it
-          trainer_ptr->request_stop();
-        }
+      [&](int64_t step, int m) -> nn::MicroBatchLoss {
         Ids bx, by;
-        for (int64_t i : batch_at(step)) bx.push_back(d.xs[size_t(i)]), by.push_back(d.ys[size_t(i)]);
-        AutocastGuard ac(a.bf16 ? Precision::bf16 : Precision::f32);  // matmuls in bf16 with --bf16
+        for (int64_t i : batch_at(step * K + m)) bx.push_back(d.xs[size_t(i)]), by.push_back(d.ys[size_t(i)]);
+        AutocastGuard ac(f.bf16 ? Precision::bf16 : Precision::f32);  // matmuls in bf16 with --bf16
         models::TransformerLoss l =
             model.loss(tools::batch_on(data::make_seq2seq_batch(bx, by), dev), a.label_smoothing);
         return {l.loss, l.tokens};
@@ -297,7 +328,7 @@ int train_transformer(const Args& a) {
           reached_wall = since(t_start);
           fmt::print(stderr, "valid exact match {:.4f} >= {} at step {} ({:.1f} s): stopping\n", r.exact,
                      a.target, reached_step, reached_wall);
-          trainer_ptr->request_stop();
+          trainer_ptr->request_stop(nn::StopReason::target);
         }
         return m;
       });
@@ -306,10 +337,19 @@ int train_transformer(const Args& a) {
   model.to(Device::cpu());  // saving and test decoding run on the CPU
   const double train_s = since(t_start);
 
+  // The model and vocabularies are saved before the test decoding, so Ctrl-C there (exit 130)
+  // loses nothing but the test figures.
+  if (!f.run_dir.empty()) {
+    std::filesystem::create_directories(f.run_dir);
+    nn::save_safetensors(f.run_dir + "/model.safetensors", model.state_dict(),
+                         {{"transformer", mo.to_json()}, {"tokenizer", corpus ? a.tokenizer : "char"}, {"task", a.task}});
+    d.src_tok->vocab().save(f.run_dir + "/src_vocab.txt");
+    d.tgt_tok->vocab().save(f.run_dir + "/tgt_vocab.txt");
+  }
   nlohmann::ordered_json res;
   res["task"] = a.task;
   res["steps"] = tr.step;
-  const std::string stop = reached_step >= 0 ? "target reached" : out_of_time ? "time budget" : nn::stop_reason_name(tr.reason);
+  const std::string stop = nn::stop_reason_name(tr.reason);
   res["stop_reason"] = stop;
   res["train_wall_s"] = train_s;
   res["reached_target_step"] = reached_step;
@@ -320,7 +360,7 @@ int train_transformer(const Args& a) {
     models::DecodeOptions o = dopt;
     o.beam = beam;
     const auto t1 = Clock::now();
-    Eval r = evaluate(model, *d.tgt_tok, d.tx, d.ty, d.test, o, 0, decode_batch);
+    Eval r = evaluate(model, *d.tgt_tok, d.tx, d.ty, d.test, o, 0, decode_batch, /*interruptible=*/true);
     const std::string name = beam == 1 ? std::string("greedy") : fmt::format("beam {}", beam);
     fmt::print("test ({} examples, {}): exact match {:.2f}%{}, decoded in {:.1f} s\n", d.test.size(), name,
                100 * r.exact, corpus ? fmt::format(", BLEU {:.2f} (lowercased references {:.2f})", r.bleu, r.bleu_lower) : "",
@@ -337,17 +377,12 @@ int train_transformer(const Args& a) {
     }
   }
   fmt::print("{} steps in {:.1f} s ({})\n", tr.step, train_s, stop);
-  if (!a.run_dir.empty()) {
-    std::filesystem::create_directories(a.run_dir);
-    nn::save_safetensors(a.run_dir + "/model.safetensors", model.state_dict(),
-                         {{"transformer", mo.to_json()}, {"tokenizer", corpus ? a.tokenizer : "char"}, {"task", a.task}});
-    d.src_tok->vocab().save(a.run_dir + "/src_vocab.txt");
-    d.tgt_tok->vocab().save(a.run_dir + "/tgt_vocab.txt");
-    std::ofstream(a.run_dir + "/results.json") << res.dump(1) << "\n";
+  if (!f.run_dir.empty()) {
+    std::ofstream(f.run_dir + "/results.json") << res.dump(1) << "\n";
     fmt::print("run directory {} (model.safetensors, results.json, metrics.jsonl); try: graft translate "
-               "--run-dir {} TEXT\n", a.run_dir, a.run_dir);
+               "--run-dir {} TEXT\n", f.run_dir, f.run_dir);
   }
-  return tr.reason == nn::StopReason::interrupted && reached_step < 0 && !out_of_time ? 130 : 0;
+  return nn::exit_status(tr.reason);  // 130 when interrupted; --target and --time-budget are done
 }
 
 }  // namespace
@@ -379,7 +414,7 @@ int translate_transformer(const TransformerTranslateArgs& a) {
   GRAFT_CHECK(a.head >= -1 && a.head < mo.nhead, "translate: --head must be in [0, {}) or -1 (mean), got {}",
               mo.nhead, a.head);
   models::Transformer model(mo);
-  nn::load_into(model, mpath);
+  models::load_for_inference(model, mpath);  // refuses NaN/inf weights
   Ids src;
   for (const auto& l : a.inputs) {
     auto ids = src_tok->encode(l);
@@ -392,7 +427,11 @@ int translate_transformer(const TransformerTranslateArgs& a) {
   for (const auto& s : src) longest_src = std::max<int64_t>(longest_src, int64_t(s.size()));
   const models::DecodeOptions dopt{.beam = a.beam, .max_len = a.max_len ? a.max_len : 2 * longest_src + 10,
                                    .length_penalty = a.length_penalty};
-  const auto hyps = src.empty() ? std::vector<models::Hypothesis>{} : model.translate(src, dopt, 16);
+  std::vector<models::Hypothesis> hyps;
+  for_each_chunk(src.size(), 16, [&](size_t first, size_t last) {  // Ctrl-C: stop between batches
+    const Ids part(src.begin() + long(first), src.begin() + long(last));
+    for (auto& h : model.translate(part, dopt, 16)) hyps.push_back(std::move(h));
+  });
   for (const auto& h : hyps) fmt::print("{}\n", tgt_tok->decode(h.tokens));
   if (a.heatmap.empty()) return 0;
   GRAFT_CHECK(!src.empty(), "translate: --attention-png needs an input line");
@@ -424,26 +463,21 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   const auto count = CLI::Range(int64_t(1), int64_t(1) << 40);
   const auto nonneg = CLI::Range(int64_t(0), int64_t(1) << 40);
   t->add_option("--task", a->task, "copy, reverse, sort, date (synthetic), bible (after 'graft data prepare bible-en-es') or tsv")->capture_default_str()->check(CLI::IsMember({"copy", "reverse", "sort", "date", "bible", "tsv"}));
-  t->add_option("--steps", a->steps, "Optimizer steps (in total, across resumes)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
   t->add_option("--batch", a->batch, "Sequence pairs per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
   t->add_option("--d-model", a->d_model, "Model width")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(65536)));
   t->add_option("--heads", a->heads, "Attention heads (must divide --d-model)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1024)));
   t->add_option("--layers", a->layers, "Layers (each of encoder and decoder)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(64)));
   t->add_option("--ffn", a->ffn, "Feed-forward width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1 << 20)));
-  t->add_option("--dropout", a->dropout, "Dropout")->capture_default_str()->check(CLI::Range(0.0, 0.95));
+  t->add_option("--dropout", a->dropout, "Dropout")->capture_default_str()->check(finite_in(0.0, 0.95));
   t->add_option("--warmup", a->warmup, "Noam warmup steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
-  t->add_option("--lr-scale", a->lr_scale, "Noam scale: lr = scale d^-0.5 min(n^-0.5, n w^-1.5)")->capture_default_str()->check(CLI::Range(1e-6, 1e3));
-  t->add_option("--clip-grad-norm", a->clip, "Clip the gradient norm (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e6));
-  t->add_option("--label-smoothing", a->label_smoothing, "Label smoothing")->capture_default_str()->check(CLI::Range(0.0, 0.99));
+  t->add_option("--lr-scale", a->lr_scale, "Noam scale: lr = scale d^-0.5 min(n^-0.5, n w^-1.5)")->capture_default_str()->check(finite_in(1e-6, 1e3));
+  t->add_option("--label-smoothing", a->label_smoothing, "Label smoothing")->capture_default_str()->check(finite_in(0.0, 0.99));
   t->add_flag("--pre-norm", a->pre_norm, "Pre-norm layers (default: post-norm, as in the paper)");
-  t->add_flag("--bf16", a->bf16, "bf16 mixed precision: matmuls in bfloat16 (f32 weights, grads, softmax, LayerNorm, loss)");
   t->add_option("--train-size", a->train_size, "Training pairs (synthetic: generated; corpora: the first N)")->capture_default_str()->check(CLI::Range(int64_t(10), int64_t(100000000)));
   t->add_option("--valid-size", a->valid_size, "Validation pairs")->capture_default_str()->check(count);
   t->add_option("--test-size", a->test_size, "Held-out test pairs")->capture_default_str()->check(count);
-  t->add_option("--eval-every", a->eval_every, "Evaluate on --eval-size validation pairs every N steps (0 = never)")->capture_default_str()->check(nonneg);
   t->add_option("--eval-size", a->eval_size, "Validation pairs decoded at each evaluation")->capture_default_str()->check(count);
-  t->add_option("--target", a->target, "Stop once validation exact match reaches this (0 = off), e.g. 0.99")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  t->add_option("--time-budget", a->time_budget, "Stop after this many seconds of training wall time in this session (0 = off)")->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  t->add_option("--target", a->target, "Stop once validation exact match reaches this (0 = off), e.g. 0.99")->capture_default_str()->check(finite_in(0.0, 1.0));
   t->add_option("--min-len", a->min_len, "copy/reverse/sort: shortest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
   t->add_option("--max-len", a->max_len, "copy/reverse/sort: longest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
   t->add_option("--symbols", a->symbols, "copy/reverse/sort alphabet size (2..36)")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(36)));
@@ -454,22 +488,19 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   t->add_option("--vocab-size", a->vocab_size, "Corpora: vocabulary limit per side")->capture_default_str()->check(CLI::Range(int64_t(5), int64_t(1000000)));
   t->add_option("--max-train-len", a->max_train_len, "Corpora: drop training pairs longer than N tokens (0 = keep all)")->capture_default_str()->check(nonneg);
   t->add_option("--beam", a->beam, "Beam width of the second test decode")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
-  t->add_option("--length-penalty", a->length_penalty, "Beam ranking: logp / len^alpha")->capture_default_str()->check(CLI::Range(0.0, 10.0));
+  t->add_option("--length-penalty", a->length_penalty, "Beam ranking: logp / len^alpha")->capture_default_str()->check(finite_in(0.0, 10.0));
   t->add_option("--max-out", a->max_out, "Most output tokens (0 = 2 x longest reference + 10)")->capture_default_str()->check(nonneg);
-  t->add_option("--seed", a->seed, "Seed of the data, the weights, dropout and the batches")->capture_default_str()->check(CLI::NonNegativeNumber);
-  t->add_option("--threads", a->threads, "OpenMP threads")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(256)));
-  t->add_option("--log-every", a->log_every, "Progress line every N steps when stderr is not a terminal (0 = ~20 per run)")->capture_default_str()->check(nonneg);
-  t->add_option("--checkpoint-every", a->checkpoint_every, "Checkpoint every N steps (0 = only at the end); needs --run-dir")->capture_default_str()->check(nonneg);
-  t->add_option("--run-dir", a->run_dir, "Run directory: metrics.jsonl, checkpoints, model.safetensors, vocabularies, results.json");
-  t->add_option("--device", a->device, "cpu or opencl:N for the training steps; decoding runs on the CPU (default: $GRAFT_DEVICE, else cpu)");
-  t->add_flag("--resume", a->resume, "Continue from the run directory's checkpoint (bit-identical)");
-  t->add_flag("--overwrite", a->overwrite, "Start over in a run directory that holds a checkpoint");
-  cmds.push_back({t, [a] {
-                    GRAFT_CHECK(is_corpus(a->task) || a->min_len <= a->max_len,
-                                "train transformer: --min-len {} > --max-len {}", a->min_len, a->max_len);
-                    GRAFT_CHECK(!a->resume || !a->run_dir.empty(), "train transformer: --resume needs --run-dir");
-                    return train_transformer(*a);
-                  }});
+  add_train_flags(t, a->train,
+                  {.steps = 2000, .eval_every = 0, .clip_grad_norm = 1.0,
+                   .eval_help = "decode --eval-size validation pairs (exact match, nll, BLEU on corpora)"},
+                  [a] {
+                    require_divisible(a->batch, "--batch", a->train);
+                    if (!is_corpus(a->task) && a->min_len > a->max_len)
+                      throw CLI::ValidationError("--min-len", fmt::format("{} > --max-len {}", a->min_len, a->max_len));
+                    if (a->target > 0 && a->train.eval_every == 0)
+                      throw CLI::ValidationError("--target", "needs evaluations: set --eval-every N (N > 0)");
+                  });
+  cmds.push_back({t, [a] { return train_transformer(*a); }});
   register_gpt_command(train, cmds);
   (void)app;
 }

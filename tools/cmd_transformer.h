@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "nn/trainer.h"
 #include "tools/commands.h"
 
 namespace graft::tools {
@@ -27,21 +26,6 @@ struct TransformerTranslateArgs {
 // Decodes the inputs with the Transformer in run_dir and prints one line each; graft::Error
 // for a bad run directory, layer or head.
 int translate_transformer(const TransformerTranslateArgs& a);
-
-// The nn::Trainer options both `train transformer` and `train gpt` take from their flags.
-template <class Args> nn::TrainerOptions trainer_options(const Args& a) {
-  nn::TrainerOptions to;
-  to.max_steps = a.steps;
-  to.eval_every = a.eval_every;
-  to.checkpoint_every = a.checkpoint_every;
-  to.run_dir = a.run_dir;
-  to.resume = a.resume;
-  to.overwrite = a.overwrite;
-  to.clip_grad_norm = a.clip;
-  to.items_name = "tokens";
-  to.log_every = a.log_every;
-  return to;
-}
 
 // `graft train gpt` (tools/cmd_gpt.cpp), registered by register_transformer_commands.
 void register_gpt_command(CLI::App& train, Commands& cmds);

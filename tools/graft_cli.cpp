@@ -6,19 +6,22 @@
 //   graft train mlp the two-spirals MLP with nn::Trainer (run directory, checkpoints, resume)
 //   graft plot DIR  draw a run's metrics.jsonl into DIR/loss.png and DIR/loss.svg
 //
-// Parse errors (unknown subcommand, bad flag or value, bad --config file) print a message and
-// exit with status 2. A training run stopped by Ctrl-C saves a checkpoint and exits with 130.
+// Exit status: 0 done; 1 a graft::Error (printed as "graft: error: ..."); 2 a usage error
+// (unknown subcommand, bad flag or value, bad --config file); 130 interrupted: Ctrl-C during
+// training finishes the step, saves a checkpoint and exits, during decoding it stops at the next
+// batch, and a second Ctrl-C quits at once. The train commands share one flag set
+// (tools/train_flags.h, docs/trainer-flags.md).
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
-#include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "data/spirals.h"
+#include "autograd/autocast.h"
 #include "graft.h"
 #include "graft_config.h"
 #include "nn/layers.h"
@@ -35,10 +39,13 @@
 #include "tools/commands.h"
 #include "nn/optim.h"
 #include "nn/scheduler.h"
+#include "nn/interrupt.h"
 #include "nn/trainer.h"
 #include "ops/kernels.h"
 #include "ops/opencl/opencl.h"
 #include "tools/plot.h"
+#include "tools/train_device.h"
+#include "tools/train_flags.h"
 
 namespace graft::tools {
 // tools/cmd_compile.cpp: the training loop of `graft train mlp --compile`.
@@ -140,119 +147,31 @@ int cmd_version() {
 
 // ---------------------------------------------------------------- graft train mlp
 struct MlpArgs {
-  int64_t steps = 2000;
+  graft::tools::TrainFlags train;  // --steps, --run-dir, --resume, ... (tools/train_flags.h)
   double lr = 0.03;
   int64_t batch = 64;
   int64_t hidden = 128;
-  int64_t seed = 42;
   int64_t points = 200;
   double noise = 0.02;
   double weight_decay = 0.0;
   std::string schedule = "cosine";
   int64_t warmup = 0;
-  double clip_grad_norm = 0.0;
-  int64_t grad_accumulation = 1;
-  int64_t patience = 0;
-  std::string run_dir = "runs/mlp";
-  bool resume = false;
-  bool overwrite = false;
-  int64_t eval_every = 100;
-  int64_t checkpoint_every = 500;
-  std::string config;
   bool compile = false;  // trace the step with graft::compile (tools/cmd_compile.cpp)
-  std::string device;    // "" = $GRAFT_DEVICE, else cpu
 };
 
-// The run's configuration as saved with it: every option that shapes the training (not where
-// it is saved or whether it resumes).
+// The run's configuration as saved with it (config.json): the common trainer flags and the
+// model's, keyed by their long names so that --config takes the file back.
 std::string mlp_config_json(const MlpArgs& a) {
-  nlohmann::ordered_json j;
-  j["model"] = "mlp";
-  j["steps"] = a.steps;
+  nlohmann::ordered_json j = graft::tools::train_config("mlp", a.train);
   j["lr"] = a.lr;
   j["batch"] = a.batch;
   j["hidden"] = a.hidden;
-  j["seed"] = a.seed;
   j["points"] = a.points;
   j["noise"] = a.noise;
   j["weight-decay"] = a.weight_decay;
   j["schedule"] = a.schedule;
   j["warmup"] = a.warmup;
-  j["clip-grad-norm"] = a.clip_grad_norm;
-  j["grad-accumulation"] = a.grad_accumulation;
-  j["patience"] = a.patience;
-  j["eval-every"] = a.eval_every;
   return j.dump();
-}
-
-// Fills the options of `sub` that the command line did not give from a JSON object whose keys
-// are the long option names ({"steps": 500, "lr": 0.005, "resume": true}). Errors are CLI11
-// parse errors (exit status 2) naming the file and the key.
-void apply_json_config(CLI::App* sub, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw CLI::FileError::Missing(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw CLI::ValidationError("--config", fmt::format("{} is not valid JSON: {}", path, e.what()));
-  }
-  if (!j.is_object())
-    throw CLI::ValidationError("--config", fmt::format("{} must hold a JSON object", path));
-  for (auto& [key, value] : j.items()) {
-    CLI::Option* opt = key == "config" || key == "help" ? nullptr : sub->get_option_no_throw("--" + key);
-    if (!opt) {
-      std::vector<std::string> known;
-      for (const CLI::Option* o : sub->get_options())
-        if (!o->get_lnames().empty() && o->get_lnames()[0] != "config" && o->get_lnames()[0] != "help")
-          known.push_back(o->get_lnames()[0]);
-      throw CLI::ValidationError(
-          "--config", fmt::format("{}: unknown key '{}'; known keys: {}", path, key,
-                                  fmt::join(known, ", ")));
-    }
-    if (opt->count() > 0) continue;  // the command line wins
-    try {
-      if (opt->get_expected_min() == 0) {  // a flag
-        if (!value.is_boolean())
-          throw CLI::ValidationError(key, fmt::format("expected true or false, got {}", value.dump()));
-        if (value.get<bool>()) {
-          opt->add_result("true");
-          opt->run_callback();
-        }
-        continue;
-      }
-      std::string text;
-      if (value.is_string())
-        text = value.get<std::string>();
-      else if (value.is_number())
-        text = value.dump();
-      else
-        throw CLI::ValidationError(key, fmt::format("expected a number or a string, got {}",
-                                                    value.dump()));
-      opt->add_result(text);
-      opt->run_callback();
-    } catch (const CLI::ParseError& e) {
-      throw CLI::ValidationError("--config", fmt::format("{}: key '{}': {}", path, key, e.what()));
-    }
-  }
-}
-
-// A finite number in [lo, hi] (CLI::Range lets NaN through and prints its bounds as %f).
-CLI::Validator finite_in(double lo, double hi) {
-  return CLI::Validator(
-      [lo, hi](std::string& text) -> std::string {
-        double v = 0;
-        size_t used = 0;
-        try {
-          v = std::stod(text, &used);
-        } catch (const std::exception&) {
-          return fmt::format("'{}' is not a number", text);
-        }
-        if (used != text.size() || !std::isfinite(v) || v < lo || v > hi)
-          return fmt::format("'{}' must be a finite number in [{:g}, {:g}]", text, lo, hi);
-        return "";
-      },
-      fmt::format("NUMBER in [{:g}, {:g}]", lo, hi));
 }
 
 double accuracy(const graft::Tensor& logits, const graft::Tensor& y) {
@@ -261,23 +180,27 @@ double accuracy(const graft::Tensor& logits, const graft::Tensor& y) {
 
 int cmd_train_mlp(const MlpArgs& a) {
   using namespace graft;
-  if (a.batch % a.grad_accumulation != 0)
-    throw Error(fmt::format("train mlp: --batch {} must be a multiple of --grad-accumulation {} "
-                            "(each step averages that many equal micro-batches)",
-                            a.batch, a.grad_accumulation));
-  if (a.warmup >= a.steps && a.schedule == "cosine")
-    throw Error(fmt::format("train mlp: --warmup {} must be below --steps {}", a.warmup, a.steps));
-  const int64_t micro = a.batch / a.grad_accumulation;
+  const tools::TrainFlags& f = a.train;
+  tools::set_threads(f);
+  const int64_t micro = a.batch / f.grad_accumulation;
+  {  // weights, gradients and AdamW's two moments, in float32: refuse before allocating
+    const double params = double(a.hidden) * double(a.hidden + 5) + 2;
+    const double need = 16 * params;
+    const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+    GRAFT_CHECK(have <= 0 || need < 0.5 * have,
+                "train mlp: --hidden {} means {:.0f}M parameters, {:.1f} GiB for weights, gradients "
+                "and AdamW state; this machine has {:.1f} GiB of memory",
+                a.hidden, params / 1e6, need / double(1 << 30), have / double(1 << 30));
+  }
 
-  Generator data_gen(uint64_t(a.seed));
+  Generator data_gen(uint64_t(f.seed));
   const data::Spirals ds = data::make_spirals(a.points, a.noise, data_gen);
-  manual_seed(uint64_t(a.seed));  // parameter init draws from the default generator
+  manual_seed(uint64_t(f.seed));  // parameter init draws from the default generator
   auto model = std::make_shared<nn::Sequential>(
       std::make_shared<nn::Linear>(2, a.hidden), std::make_shared<nn::Tanh>(),
       std::make_shared<nn::Linear>(a.hidden, a.hidden), std::make_shared<nn::Tanh>(),
       std::make_shared<nn::Linear>(a.hidden, 2));
-  const char* env_device = std::getenv("GRAFT_DEVICE");
-  const Device dev = Device::parse(!a.device.empty() ? a.device : env_device ? env_device : "cpu");
+  const Device dev = tools::train_device(f.device);
   GRAFT_CHECK(!a.compile || dev.is_cpu(),
               "train mlp: --compile runs on the CPU only; drop --device {} (or GRAFT_DEVICE)",
               dev.str());
@@ -287,45 +210,30 @@ int cmd_train_mlp(const MlpArgs& a) {
   optim::AdamW opt(model->parameters(), {.lr = a.lr, .weight_decay = a.weight_decay});
   std::unique_ptr<optim::LRScheduler> sched;
   if (a.schedule == "cosine")
-    sched = std::make_unique<optim::CosineWithWarmup>(opt, a.warmup, a.steps);
-  Generator batch_gen(uint64_t(a.seed) + 1);
+    sched = std::make_unique<optim::CosineWithWarmup>(opt, a.warmup, f.steps);
+  Generator batch_gen(uint64_t(f.seed) + 1);
 
   fmt::print("two spirals: {} points, MLP 2 -> {} -> {} -> 2 (tanh), {} parameters\n",
              ds.x.size(0), a.hidden, a.hidden, model->num_parameters());
   fmt::print("AdamW lr {} ({} schedule), batch {}{}, {} steps, seed {}{}\n", a.lr, a.schedule,
              a.batch,
-             a.grad_accumulation > 1 ? fmt::format(" ({} x {})", a.grad_accumulation, micro) : "",
-             a.steps, a.seed, a.run_dir.empty() ? "" : ", run directory " + a.run_dir);
+             f.grad_accumulation > 1 ? fmt::format(" ({} x {})", f.grad_accumulation, micro) : "",
+             f.steps, f.seed, f.run_dir.empty() ? "" : ", run directory " + f.run_dir);
   if (!dev.is_cpu()) fmt::print("device: {}\n", dev.str());
   std::fflush(stdout);
 
-  if (a.compile) {
-    GRAFT_CHECK(a.grad_accumulation == 1 && a.clip_grad_norm == 0 && a.patience == 0 && !a.resume,
-                "train mlp --compile: the traced loop has no --grad-accumulation, "
-                "--clip-grad-norm, --patience or --resume (use the Trainer without --compile)");
-    return tools::train_mlp_compiled(*model, opt, sched.get(), ds, micro, batch_gen, a.steps,
-                                     a.eval_every);
-  }
+  if (a.compile)
+    return tools::train_mlp_compiled(*model, opt, sched.get(), ds, micro, batch_gen, f.steps,
+                                     f.eval_every);
 
-  nn::TrainerOptions to;
-  to.max_steps = a.steps;
-  to.eval_every = a.eval_every;
-  to.checkpoint_every = a.run_dir.empty() ? 0 : a.checkpoint_every;
-  to.run_dir = a.run_dir;
-  to.resume = a.resume;
-  to.overwrite = a.overwrite;
-  to.early_stopping_patience = a.patience;
-  to.clip_grad_norm = a.clip_grad_norm;
-  to.grad_accumulation = a.grad_accumulation;
+  nn::TrainerOptions to = tools::to_trainer_options(f);
   to.config_json = mlp_config_json(a);
   to.items_name = "samples";
-  if (a.patience > 0 && a.eval_every == 0)
-    throw Error("train mlp: --patience needs evaluations; set --eval-every N (N > 0)");
-
   nn::Trainer trainer(
       to, *model, opt, sched.get(),
       [&](int64_t, int) -> nn::MicroBatchLoss {
         data::Batch b = data::sample_batch(ds.x, ds.y, micro, batch_gen);
+        AutocastGuard ac(f.bf16 ? Precision::bf16 : Precision::f32);
         return {ce(model->forward(b.x.to(dev)), b.y.to(dev)), micro};
       },
       [&] {
@@ -346,10 +254,10 @@ int cmd_train_mlp(const MlpArgs& a) {
   }
   fmt::print("final train accuracy: {:.2f}% ({} points), loss {:.4f}, after {} steps ({})\n",
              100 * acc, ds.x.size(0), loss, r.step, nn::stop_reason_name(r.reason));
-  if (!a.run_dir.empty())
+  if (!f.run_dir.empty())
     fmt::print("run directory: {} (metrics.jsonl, checkpoint/); plot it with: graft plot {}\n",
-               a.run_dir, a.run_dir);
-  return r.reason == nn::StopReason::interrupted ? 130 : 0;
+               f.run_dir, f.run_dir);
+  return nn::exit_status(r.reason);
 }
 
 int cmd_plot(const std::string& run_dir, int width, int height) {
@@ -393,29 +301,31 @@ int main(int argc, char** argv) {
       "status 130; --resume continues from it with bit-identical losses.");
   {
     MlpArgs& a = mlp_args;
-    const auto count = CLI::Range(int64_t(1), int64_t(1) << 40);
     const auto every = CLI::Range(int64_t(0), int64_t(1) << 40);
-    mlp->add_option("--device", a.device, "cpu or opencl:N (default: $GRAFT_DEVICE, else cpu)");
-    mlp->add_option("--steps", a.steps, "Optimizer steps to train (in total, across resumes)")->capture_default_str()->check(count);
-    mlp->add_option("--lr", a.lr, "Peak learning rate of AdamW")->capture_default_str()->check(finite_in(1e-12, 1e3));
+    mlp->add_option("--lr", a.lr, "Peak learning rate of AdamW")->capture_default_str()->check(graft::tools::finite_in(1e-12, 1e3));
     mlp->add_option("--batch", a.batch, "Samples per step, drawn with replacement")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1000000)));
     mlp->add_option("--hidden", a.hidden, "Width of the two hidden layers")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
-    mlp->add_option("--seed", a.seed, "Seed of the data, the initial weights and the batches")->capture_default_str()->check(CLI::Range(int64_t(0), std::numeric_limits<int64_t>::max()));
-    mlp->add_option("--run-dir", a.run_dir, "Run directory for metrics.jsonl and checkpoints (\"\" = none)")->capture_default_str();
-    mlp->add_flag("--resume", a.resume, "Continue from the run directory's checkpoint (if any)");
-    mlp->add_flag("--overwrite", a.overwrite, "Start over in a run directory that holds a checkpoint");
-    mlp->add_option("--eval-every", a.eval_every, "Evaluate loss and accuracy on the whole set every N steps (0 = never)")->capture_default_str()->check(every);
-    mlp->add_option("--checkpoint-every", a.checkpoint_every, "Save a checkpoint every N steps (0 = only at the end)")->capture_default_str()->check(every);
-    mlp->add_option("--config", a.config, "JSON file with options by long name, e.g. {\"steps\": 500, \"lr\": 0.005}; flags given here win");
     mlp->add_option("--points", a.points, "Points per spiral")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1000000)));
-    mlp->add_option("--noise", a.noise, "Std of the Gaussian noise added to the points")->capture_default_str()->check(finite_in(0.0, 10.0));
-    mlp->add_option("--weight-decay", a.weight_decay, "AdamW's decoupled weight decay")->capture_default_str()->check(finite_in(0.0, 1e3));
+    mlp->add_option("--noise", a.noise, "Std of the Gaussian noise added to the points")->capture_default_str()->check(graft::tools::finite_in(0.0, 10.0));
+    mlp->add_option("--weight-decay", a.weight_decay, "AdamW's decoupled weight decay")->capture_default_str()->check(graft::tools::finite_in(0.0, 1e3));
     mlp->add_option("--schedule", a.schedule, "Learning-rate schedule: cosine (with --warmup) or constant")->capture_default_str()->check(CLI::IsMember({"cosine", "constant"}));
     mlp->add_option("--warmup", a.warmup, "Linear warmup steps of the cosine schedule")->capture_default_str()->check(every);
-    mlp->add_option("--clip-grad-norm", a.clip_grad_norm, "Clip the gradients' total L2 norm to this (0 = off)")->capture_default_str()->check(finite_in(0.0, 1e12));
-    mlp->add_option("--grad-accumulation", a.grad_accumulation, "Micro-batches per step (--batch must be a multiple)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1000000)));
     mlp->add_flag("--compile", a.compile, "Trace the step (forward, loss, backward) once with graft::compile and replay it; no run directory, checkpoints or evaluations");
-    mlp->add_option("--patience", a.patience, "Early stopping: evaluations without a lower eval loss (0 = off)")->capture_default_str()->check(every);
+    graft::tools::add_train_flags(
+        mlp, a.train,
+        {.steps = 2000, .eval_every = 100, .clip_grad_norm = 0.0, .run_dir = "runs/mlp",
+         .eval_help = "loss and accuracy on the whole set"},
+        [&a] {
+          const graft::tools::TrainFlags& f = a.train;
+          graft::tools::require_divisible(a.batch, "--batch", f);
+          if (a.schedule == "cosine" && a.warmup >= f.steps)
+            throw CLI::ValidationError("--warmup", fmt::format("{} must be below --steps {}", a.warmup, f.steps));
+          if (a.compile && (f.grad_accumulation != 1 || f.clip_grad_norm != 0 || f.patience != 0 ||
+                            f.resume || f.time_budget != 0 || f.bf16))
+            throw CLI::ValidationError("--compile", "the traced loop has no --grad-accumulation, "
+                                       "--clip-grad-norm, --patience, --resume, --time-budget or --bf16 "
+                                       "(train without --compile for them)");
+        });
   }
 
   std::string plot_dir;
@@ -431,8 +341,7 @@ int main(int argc, char** argv) {
 #undef GRAFT_CALL_REGISTRAR
 
   try {
-    app.parse(argc, argv);
-    if (mlp->parsed() && !mlp_args.config.empty()) apply_json_config(mlp, mlp_args.config);
+    app.parse(argc, argv);  // --config files are read here too (tools/train_flags.h)
   } catch (const CLI::ParseError& e) {
     // A first word that is not a subcommand reads better as "unknown subcommand".
     auto known = app.get_subcommands([&](CLI::App* s) { return argc > 1 && s->check_name(argv[1]); });
@@ -443,8 +352,15 @@ int main(int argc, char** argv) {
     }
     int rc = app.exit(e);  // prints help/version (rc 0) or the error message
     return rc == 0 ? 0 : 2;
+  } catch (const std::exception& e) {  // anything else while reading the command line is usage
+    fmt::print(stderr, "graft: error: {}\n", e.what());
+    return 2;
   }
 
+  // One Ctrl-C policy for the commands that poll it (training, evaluation, decoding): the first
+  // SIGINT/SIGTERM asks them to stop at the next safe point, a second one quits at once.
+  std::optional<graft::nn::InterruptHandler> on_ctrl_c;
+  if (train->parsed() || app.got_subcommand("translate")) on_ctrl_c.emplace();
   try {
     if (ops->parsed()) return cmd_ops(filter, missing_only);
     if (devices->parsed()) return cmd_devices();
@@ -455,6 +371,9 @@ int main(int argc, char** argv) {
       if (c.app->parsed()) return c.run();
     fmt::print("{}", app.help());
     return 0;
+  } catch (const graft::nn::Interrupted& e) {  // Ctrl-C outside a training loop
+    fmt::print(stderr, "graft: interrupted ({})\n", e.what());
+    return 130;
   } catch (const graft::Error& e) {
     fmt::print(stderr, "graft: error: {}\n", e.what());
     return 1;

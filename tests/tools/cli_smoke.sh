@@ -10,30 +10,30 @@ export OMP_NUM_THREADS=1
 # step_lines RUN_DIR: the step numbers of the training lines of RUN_DIR/metrics.jsonl, in order.
 step_lines() { sed -n 's/^{"step":\([0-9]*\),"loss".*/\1/p' "$1/metrics.jsonl"; }
 
-# wait_for_checkpoint PID RUN_DIR: polls (up to ~60 s) until RUN_DIR/checkpoint.json exists
-# while process PID still runs; fails if PID ends first.
-wait_for_checkpoint() {
+# wait_for PID RUN_DIR STEP [checkpoint]: polls (up to ~60 s) until RUN_DIR/metrics.jsonl has
+# logged STEP steps (and, with a 4th argument, RUN_DIR/checkpoint.json exists) while process
+# PID still runs; fails if PID ends first.
+wait_for() {
   n=0
-  while [ ! -f "$2/checkpoint.json" ]; do
-    if ! kill -0 "$1" 2>/dev/null; then echo "$2: the run ended before its first checkpoint" >&2; return 1; fi
-    n=$((n + 1)); [ $n -lt 1200 ] || { echo "$2: no checkpoint after 60 s" >&2; return 1; }
-    sleep 0.05
+  while [ "$(step_lines "$2" 2>/dev/null | wc -l)" -lt "$3" ] || { [ $# -gt 3 ] && [ ! -f "$2/checkpoint.json" ]; }; do
+    if ! kill -0 "$1" 2>/dev/null; then echo "$2: the run ended before step $3${4:+ and a checkpoint}" >&2; return 1; fi
+    n=$((n + 1)); [ $n -lt 6000 ] || { echo "$2: not at step $3 after 60 s" >&2; return 1; }
+    sleep 0.01
   done
 }
 
 # kill_and_resume RUN_DIR STEPS ARGS...: runs `graft ARGS... --run-dir RUN_DIR --steps STEPS
-# --checkpoint-every 2` in the background, kill -9s it at a random step after its first
-# checkpoint, then runs the same command with --resume. The resumed run must exit 0, end at
-# STEPS (checkpoint.json), log every step 1..STEPS exactly once in metrics.jsonl, and keep the
-# killed run's best_model.safetensors if it had one. Choose STEPS so that a run lasts a second
-# or more (the kill must land before the end); the killed run's output is in RUN_DIR.killed.
+# --checkpoint-every 2` in the background, kill -9s it at a random step in [4, STEPS/2] once it
+# has a checkpoint, then runs the same command with --resume. The resumed run must exit 0, end
+# at STEPS (checkpoint.json), log every step 1..STEPS exactly once in metrics.jsonl, and keep
+# the killed run's best_model.safetensors if it had one. Choose STEPS (>= 16) so that a run
+# lasts a few tenths of a second at least; the killed run's output is in RUN_DIR.killed.
 kill_and_resume() {
   run=$1; steps=$2; shift 2
+  at=$(($(od -An -N2 -tu2 /dev/urandom) % (steps / 2 - 3) + 4))
   "$G" "$@" --run-dir "$run" --steps "$steps" --checkpoint-every 2 >"$run.killed" 2>&1 &
   pid=$!
-  wait_for_checkpoint "$pid" "$run" || { cat "$run.killed" >&2; return 1; }
-  # a random further 0..0.3 s, so the kill lands at a random step (and sometimes mid-save)
-  sleep "0.$(($(od -An -N1 -tu1 /dev/urandom) % 4))"
+  wait_for "$pid" "$run" "$at" checkpoint || { cat "$run.killed" >&2; return 1; }
   if ! kill -9 "$pid" 2>/dev/null; then
     echo "kill_and_resume $run: the run finished before the kill; raise STEPS" >&2; return 1
   fi
@@ -55,6 +55,21 @@ kill_and_resume() {
   fi
 }
 
+# interrupt_run RUN_DIR ARGS...: starts `graft ARGS... --run-dir RUN_DIR` (a long run), sends
+# SIGINT after step 5 and expects exit status 130 with a checkpoint at the last logged step.
+interrupt_run() {
+  run=$1; shift
+  "$G" "$@" --run-dir "$run" --steps 1000000 --checkpoint-every 100000 >"$run.out" 2>&1 &
+  pid=$!
+  wait_for "$pid" "$run" 5 || { cat "$run.out" >&2; return 1; }
+  kill -INT "$pid"
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" -eq 130 ] || { echo "interrupt_run $run: exit $rc after SIGINT, expected 130" >&2; cat "$run.out" >&2; return 1; }
+  last=$(step_lines "$run" | tail -n 1)
+  grep -q "\"step\": *${last}," "$run/checkpoint.json" ||
+    { echo "interrupt_run $run: no checkpoint at the last step, $last" >&2; return 1; }
+}
+
 "$G" train seq2seq --task reverse --steps 40 --eval-every 20 --hidden 32 --embed 16 \
   --train-size 300 --valid-size 30 --test-size 30 --run-dir "$d/s2s" \
   --test-min-len 4 --test-max-len 11 --length-bin 4 --target-exact 0.99 >"$d/out" 2>&1
@@ -64,8 +79,8 @@ grep -Eq '^ +4-7 ' "$d/out" && grep -Eq '^ +8-11 ' "$d/out"
 test "$(grep -c '"from"' "$d/s2s/results.json")" -eq 2
 # a wall-clock budget far below one step: exactly one step runs, then the test evaluation
 "$G" train seq2seq --task copy --steps 500 --eval-every 0 --hidden 16 --embed 8 --train-size 100 \
-  --valid-size 10 --test-size 10 --max-minutes 0.000001 --run-dir "$d/s2s-t" >"$d/out" 2>&1
-grep -q '"steps": 1,' "$d/s2s-t/results.json" && grep -q '"stop_reason": "time budget"' "$d/s2s-t/results.json"
+  --valid-size 10 --test-size 10 --time-budget 0.000001 --run-dir "$d/s2s-t" >"$d/out" 2>&1
+grep -q '"steps": 1,' "$d/s2s-t/results.json" && grep -q '"stop_reason": "time_budget"' "$d/s2s-t/results.json"
 "$G" translate --run-dir "$d/s2s" abc --beam 3 --heatmap "$d/h.png" >"$d/out" 2>&1
 grep -q "wrote" "$d/out"
 test -s "$d/h.png"
@@ -104,8 +119,54 @@ test "$(losses "$d/gp")" = "$(losses "$d/gpr")"
 "$G" compile-info --dot "$d/step.dot" >"$d/out" 2>&1
 grep -q "digraph" "$d/step.dot"
 "$G" train mlp --compile --steps 30 >"$d/out" 2>&1
-# kill -9 at a random step after the first checkpoint, then --resume: nothing lost
-kill_and_resume "$d/kr-mlp" 60 train mlp --hidden 16 --eval-every 10
+
+# Every train command: kill -9 at a random step after the first checkpoint, then --resume:
+# nothing lost (steps, metrics, best model).
+kill_and_resume "$d/kr-mlp" 100 train mlp --hidden 16 --eval-every 10
+kill_and_resume "$d/kr-s2s" 100 train seq2seq --task copy --eval-every 20 --hidden 16 --embed 8 \
+  --train-size 100 --valid-size 10 --test-size 10
+kill_and_resume "$d/kr-tf" 100 train transformer --task reverse --d-model 16 --heads 2 --layers 1 \
+  --ffn 32 --train-size 200 --valid-size 10 --test-size 10 --eval-every 20 --eval-size 10
+kill_and_resume "$d/kr-gpt" 100 train gpt --context 16 --d-model 16 --heads 2 --layers 1 --batch 4 \
+  --samples 1 --train-size 200 --valid-lines 20 --eval-every 20 --eval-windows 4
+# Ctrl-C (SIGINT) during training: the step finishes, a checkpoint is saved, exit status 130
+interrupt_run "$d/int-mlp" train mlp --hidden 16
+interrupt_run "$d/int-s2s" train seq2seq --task copy --eval-every 0 --hidden 16 --embed 8 \
+  --train-size 100 --valid-size 10 --test-size 10
+# ... and during the test decoding after training (3000 pairs, seconds): it stops at the next
+# batch with 130, after the model was saved and before results.json
+"$G" train transformer --task reverse --d-model 16 --heads 2 --layers 1 --ffn 32 --train-size 200 \
+  --test-size 3000 --steps 4 --run-dir "$d/int-tf" >"$d/int-tf.out" 2>&1 &
+pid=$!
+n=0
+until [ -f "$d/int-tf/model.safetensors" ]; do
+  kill -0 $pid 2>/dev/null || { echo "train transformer ended before its test decoding" >&2; exit 1; }
+  n=$((n + 1)); [ $n -lt 6000 ] || { echo "train transformer: no model.safetensors after 60 s" >&2; exit 1; }
+  sleep 0.01
+done
+kill -INT $pid
+rc=0; wait $pid || rc=$?
+if [ $rc -ne 130 ] || [ -f "$d/int-tf/results.json" ]; then
+  echo "Ctrl-C during train transformer's test decoding: exit $rc, expected 130 before results.json" >&2
+  cat "$d/int-tf.out" >&2; exit 1
+fi
+
+# --config: a run's own config.json is taken back as it is; a directory is a usage error
+"$G" train mlp --config "$d/kr-mlp/config.json" --steps 3 --run-dir "$d/cfg" >"$d/out" 2>&1
+grep -q '"hidden": 16' "$d/cfg/config.json"
+rc=0; "$G" train mlp --config . >"$d/out" 2>&1 || rc=$?
+if [ $rc -ne 2 ] || ! grep -q "is a directory" "$d/out"; then
+  echo "train mlp --config .: exit $rc, expected 2 and a message" >&2; cat "$d/out" >&2; exit 1
+fi
+# every train command lists the common trainer flags
+for x in mlp seq2seq transformer gpt; do
+  "$G" train $x --help >"$d/out" 2>&1
+  for flag in --run-dir --resume --overwrite --config --steps --time-budget --checkpoint-every \
+              --keep-checkpoints --eval-every --log-every --grad-accumulation --clip-grad-norm \
+              --patience --seed --threads --device; do
+    grep -q -- "$flag " "$d/out" || { echo "graft train $x --help does not list $flag" >&2; exit 1; }
+  done
+done
 
 # BERT: pretrain a 1-layer model on a tiny corpus (vocabulary trained on it), then fine-tune it
 # on a slice of the WordNet lexname task (when wordnet-base is installed).
@@ -134,6 +195,9 @@ if "$G" devices 2>/dev/null | grep -q '^opencl:0 *available'; then
 fi
 
 for bad in "train seq2seq --attention nonsense" "train abcnn --variant 7" \
+           "train seq2seq --max-minutes 1" "train transformer --target 0.5" "train mlp --lr nan" \
+           "train gpt --batch 5 --grad-accumulation 2" "train mlp --patience 2 --eval-every 0" \
+           "train mlp --resume --overwrite" "train transformer --resume" \
            "train transformer --steps 0" "train transformer --task nonsense" "train gpt --context 0" \
            "compile-info --tile-bytes -1" \
            "train bert-pretrain --steps 0" "train bert-finetune --task nonsense"; do
