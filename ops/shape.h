@@ -12,6 +12,9 @@
 namespace graft {
 
 inline constexpr int kMaxDims = 8;
+// The most elements one tensor may have: 2^59, so that its size in bytes (at most 8 per
+// element) and every offset into it fit in int64 with room to spare.
+inline constexpr int64_t kMaxNumel = int64_t(1) << 59;
 
 class Shape {
  public:
@@ -59,11 +62,23 @@ class Shape {
   bool operator==(const Shape& o) const {
     return n_ == o.n_ && std::equal(d_, d_ + n_, o.d_);
   }
-  // Number of elements (product of dims; 1 for a scalar).
+  // Number of elements (product of dims; 1 for a scalar). graft::Error naming the shape for a
+  // negative dim, or when the dims multiply past kMaxNumel (a zero dim does not excuse the
+  // others: their product still bounds the strides). Every element count of a tensor comes
+  // from here, so a shape that passes can be sized in bytes without overflow.
   int64_t numel() const {
     int64_t p = 1;
-    for (int i = 0; i < n_; ++i) p *= d_[i];
-    return p;
+    bool zero = false;
+    for (int i = 0; i < n_; ++i) {
+      const int64_t d = d_[i];
+      if (d <= 0) {
+        if (d < 0) fail_numel("has a negative dimension");
+        zero = true;
+      } else if (__builtin_mul_overflow(p, d, &p) || p > kMaxNumel) {
+        fail_numel("has more elements than graft allows (2^59)");
+      }
+    }
+    return zero ? 0 : p;
   }
   std::string str() const {
     std::string s = "[";
@@ -72,6 +87,10 @@ class Shape {
   }
 
  private:
+  [[noreturn]] void fail_numel(const char* why) const {
+    throw Error(fmt::format("shape {} {}; hint: sizes must be >= 0 and their product at most "
+                            "{}", str(), why, kMaxNumel));
+  }
   template <class It> void assign(It b, It e) {
     resize(static_cast<int>(e - b));
     std::copy(b, e, d_);

@@ -1,6 +1,7 @@
 #include "ops/storage.h"
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -74,8 +75,11 @@ void* cpu_alloc(size_t nbytes) {
 void cpu_free(void* p, size_t nbytes) {
   int c = size_class(nbytes);
   if (kCacheBlocks && c < kClasses && t_cache.free[c].size() < kMaxPerClass) {
-    t_cache.free[c].push_back(p);
-    return;
+    try {  // the cache's own growth may fail when memory is short: then free the block
+      t_cache.free[c].push_back(p);
+      return;
+    } catch (const std::bad_alloc&) {
+    }
   }
   std::free(p);
 }
@@ -117,14 +121,64 @@ void Storage::set_device_allocator(Device::Kind kind, void* (*alloc)(size_t, Dev
   g_opencl_alloc = {alloc, del};
 }
 
+uint64_t physical_memory_bytes() {
+  static const uint64_t bytes = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : uint64_t(0);
+  }();
+  return bytes;
+}
+
+std::string format_bytes(double bytes) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) bytes /= 1024, ++u;
+  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
+}
+
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  if (device.is_cpu()) {
-    data_ = cpu_alloc(nbytes ? nbytes : 1);
+  allocate(nullptr, DType::f32);
+}
+
+// numel() has checked the shape, so the byte count cannot overflow (at most 2^62).
+Storage::Storage(const Shape& shape, DType dtype, Device device)
+    : nbytes_(size_t(shape.numel()) * dtype_size(dtype)), device_(device) {
+  allocate(&shape, dtype);
+}
+
+void Storage::allocate(const Shape* shape, DType dtype) {
+  // "cannot allocate 37.3 GiB for a float32 tensor of shape [100000, 100000]: <why>"
+  auto refuse = [&](const std::string& why) {
+    const std::string what =
+        shape ? fmt::format("a {} tensor of shape {}", dtype_name(dtype), shape->str())
+              : fmt::format("a buffer of {} bytes", nbytes_);
+    return Error(fmt::format("cannot allocate {} for {} on {}: {}", format_bytes(double(nbytes_)),
+                             what, device_.str(), why));
+  };
+  const uint64_t phys = physical_memory_bytes();
+  if (device_.is_cpu()) {
+    if (phys > 0 && nbytes_ > phys)
+      throw refuse(fmt::format("this machine has {} of memory; hint: use smaller sizes (batch, "
+                               "hidden width, vocabulary, sequence length)",
+                               format_bytes(double(phys))));
+    try {
+      data_ = cpu_alloc(nbytes_ ? nbytes_ : 1);
+    } catch (const std::bad_alloc&) {
+      throw refuse(fmt::format("out of memory (this machine has {}, {} of it free now); hint: "
+                               "use smaller sizes or free memory",
+                               format_bytes(double(phys)),
+                               format_bytes(double(::sysconf(_SC_AVPHYS_PAGES)) *
+                                            double(::sysconf(_SC_PAGE_SIZE)))));
+    }
     if (t_observer) t_observer->on_create(*this);
   } else {
     GRAFT_CHECK(g_opencl_alloc.alloc, "cannot allocate on {}: graft was built without OpenCL or "
-                "no OpenCL device is available; hint: use Device::cpu()", device.str());
-    data_ = g_opencl_alloc.alloc(nbytes, device);
+                "no OpenCL device is available; hint: use Device::cpu()", device_.str());
+    try {
+      data_ = g_opencl_alloc.alloc(nbytes_, device_);
+    } catch (const std::bad_alloc&) {
+      throw refuse("out of host memory for the device buffer's bookkeeping");
+    }
   }
 }
 

@@ -5,15 +5,25 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ops/device.h"
+#include "ops/dtype.h"
+#include "ops/shape.h"
 
 namespace graft {
 
 class Storage {
  public:
-  // Allocates nbytes (uninitialised) on `device`. CPU memory is 64-byte aligned.
+  // Allocates nbytes (uninitialised) on `device`. CPU memory is 64-byte aligned. A request
+  // larger than the machine's physical memory is refused before anything is allocated, and an
+  // allocator that runs out of memory (std::bad_alloc, a null pointer) is reported the same
+  // way: graft::Error saying how much memory was asked for and how much the machine has.
   Storage(size_t nbytes, Device device);
+  // The same for a contiguous tensor: the error names its dtype and shape ("cannot allocate
+  // 37.3 GiB for a float32 tensor of shape [100000, 100000]: ..."). graft::Error from
+  // Shape::numel for a negative or overflowing shape.
+  Storage(const Shape& shape, DType dtype, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -35,6 +45,7 @@ class Storage {
                          size_t n);
 
  private:
+  void allocate(const Shape* shape, DType dtype);
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
@@ -42,6 +53,11 @@ class Storage {
 };
 
 using StoragePtr = std::shared_ptr<Storage>;
+
+// This machine's physical memory in bytes (sysconf; 0 when unknown), and a byte count for
+// people: "512 B", "1.5 KiB", "37.3 GiB".
+uint64_t physical_memory_bytes();
+std::string format_bytes(double bytes);
 
 // Told about every CPU storage created or destroyed on this thread while installed (per thread;
 // graft::compile uses it to tell buffers made during a trace from older ones, and benchmarks to

@@ -1,7 +1,15 @@
 // Tensor basics: factories, dtypes, views over shared storage, broadcasting, printing, errors.
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <functional>
+#include <new>
+
 #include "autograd/functions.h"
+#include "ops/storage.h"
 
 using namespace graft;
 
@@ -118,3 +126,82 @@ TEST_CASE("reductions and argmax values") {
   CHECK(var(x, {1}).to_vector<double>()[0] == doctest::Approx(4.0));
   CHECK(logsumexp(x, {1}).to_vector<double>()[0] == doctest::Approx(std::log(std::exp(1) + std::exp(5) + std::exp(3))));
 }
+
+namespace {
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no graft::Error)";
+}
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("element counts: overflowing or negative shapes are errors naming the shape") {
+  // 4 * (2^62 + 1) wraps to 4 in int64: a 4-element buffer for a "huge" tensor, then a crash.
+  const int64_t big = (int64_t(1) << 62) + 1;
+  const std::string e = error_of([&] { zeros({4, big}); });
+  CHECK(has(e, "shape [4, 4611686018427387905]"));
+  CHECK(has(e, "more elements than graft allows"));
+  CHECK_THROWS_AS(Shape({4, big}).numel(), Error);
+  CHECK_THROWS_AS(Shape({int64_t(1) << 30, int64_t(1) << 30}).numel(), Error);  // 2^60 > 2^59
+  CHECK(Shape({int64_t(1) << 29, int64_t(1) << 30}).numel() == int64_t(1) << 59);  // the limit
+  CHECK(has(error_of([] { Shape{2, -3}.numel(); }), "shape [2, -3] has a negative dimension"));
+  CHECK_THROWS_AS(ones({3, -1}), Error);
+  // a zero dim gives 0 elements, but the other dims still bound the strides
+  CHECK(Shape{0, 5}.numel() == 0);
+  CHECK_THROWS_AS(Shape({0, int64_t(1) << 40, int64_t(1) << 40}).numel(), Error);
+  // views: a reshape target whose product wraps to the real count, and a huge expand
+  CHECK_THROWS_AS(ones({4}).view({big, 4}), Error);
+  CHECK_THROWS_AS(ones({4}).reshape({big, 4}), Error);
+  CHECK_THROWS_AS(sum(ones({1, 1}).expand({int64_t(1) << 40, int64_t(1) << 40})), Error);
+}
+
+TEST_CASE("storage: a request beyond physical memory is refused before allocating") {
+  REQUIRE(physical_memory_bytes() > 0);
+  // 2^20 x 2^20 float32 = 4 TiB: refused by the size check, nothing is allocated
+  const std::string e = error_of([] { empty({int64_t(1) << 20, int64_t(1) << 20}); });
+  CHECK(has(e, "cannot allocate 4.0 TiB for a float32 tensor of shape [1048576, 1048576]"));
+  CHECK(has(e, "this machine has"));
+  CHECK(has(error_of([] { zeros({int64_t(1) << 28, int64_t(1) << 28}, DType::f64); }),
+            "float64 tensor of shape [268435456, 268435456]"));
+  CHECK(has(error_of([] { Storage s(size_t(1) << 61, Device::cpu()); }),
+            "cannot allocate 2.0 EiB for a buffer of 2305843009213693952 bytes on cpu"));
+  CHECK(format_bytes(512) == "512 B");
+  CHECK(format_bytes(1536) == "1.5 KiB");
+  CHECK(format_bytes(4e10) == "37.3 GiB");  // [100000, 100000] float32
+  // small and empty tensors are unaffected
+  CHECK(empty({0}).numel() == 0);
+  CHECK(zeros({3, 0, 2}).shape() == Shape{3, 0, 2});
+}
+
+#if !defined(__SANITIZE_ADDRESS__)
+TEST_CASE("storage: an allocator out of memory becomes graft::Error, not std::bad_alloc") {
+  // Lower this process's address-space limit so that a 2 GiB tensor (less than the machine's
+  // memory, so the size check lets it through) fails in the allocator, then restore it.
+  rlimit old{};
+  REQUIRE(getrlimit(RLIMIT_AS, &old) == 0);
+  std::ifstream statm("/proc/self/statm");
+  size_t vm_pages = 0;
+  statm >> vm_pages;
+  const rlim_t limit = rlim_t(vm_pages) * rlim_t(sysconf(_SC_PAGE_SIZE)) + (rlim_t(1) << 30);
+  if (physical_memory_bytes() < (uint64_t(3) << 30) || (old.rlim_max != RLIM_INFINITY && old.rlim_max < limit))
+    return;  // a machine this small cannot tell the two checks apart
+  rlimit low = old;
+  low.rlim_cur = limit;
+  REQUIRE(setrlimit(RLIMIT_AS, &low) == 0);
+  std::string e;
+  try {
+    empty({int64_t(1) << 29});  // 2 GiB of float32
+    e = "(allocated)";
+  } catch (const Error& err) {
+    e = err.what();
+  } catch (const std::bad_alloc&) {
+    e = "(std::bad_alloc)";
+  }
+  setrlimit(RLIMIT_AS, &old);
+  CHECK(has(e, "cannot allocate 2.0 GiB for a float32 tensor of shape [536870912] on cpu: out of memory"));
+}
+#endif
