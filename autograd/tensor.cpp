@@ -70,7 +70,7 @@ Tensor Tensor::empty(const Shape& shape, TensorOptions opt) {
   for (int64_t d : shape)
     GRAFT_CHECK(d >= 0, "empty: negative dimension in shape {}", shape.str());
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(shape.numel() * dtype_size(opt.dtype_), opt.device_);
+  impl->storage = std::make_shared<Storage>(shape, opt.dtype_, opt.device_);  // sized, or a clear error
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = opt.dtype_;

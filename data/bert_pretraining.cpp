@@ -7,6 +7,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "data/text_io.h"
 #include "ops/error.h"
 
 namespace graft::data {
@@ -33,23 +34,33 @@ void append(std::vector<int64_t>& out, const std::vector<int64_t>& s) {
   out.insert(out.end(), s.begin(), s.end());
 }
 
-// Cuts A and B to max_tokens together, removing from the longer one, at the front or back.
+}  // namespace
+
 void truncate_pair(std::vector<int64_t>& a, std::vector<int64_t>& b, size_t max_tokens,
                    std::mt19937_64& rng) {
-  while (a.size() + b.size() > max_tokens) {
-    std::vector<int64_t>& t = a.size() > b.size() ? a : b;
-    if (uniform01(rng) < 0.5) t.erase(t.begin());
-    else t.pop_back();
+  // The kept parts are a[a0, a1) and b[b0, b1): each step moves one end inward, and the cut
+  // happens once at the end, so the work is O(|A| + |B|) however much is removed (erasing at
+  // the front token by token would be quadratic: hours for a 2M-token line).
+  size_t a0 = 0, a1 = a.size(), b0 = 0, b1 = b.size();
+  while ((a1 - a0) + (b1 - b0) > max_tokens) {
+    const bool from_a = a1 - a0 > b1 - b0;  // the longer side, B on ties
+    size_t& front = from_a ? a0 : b0;
+    size_t& back = from_a ? a1 : b1;
+    if (uniform01(rng) < 0.5) ++front;
+    else --back;
   }
+  a.erase(a.begin() + std::ptrdiff_t(a1), a.end());
+  a.erase(a.begin(), a.begin() + std::ptrdiff_t(a0));
+  b.erase(b.begin() + std::ptrdiff_t(b1), b.end());
+  b.erase(b.begin(), b.begin() + std::ptrdiff_t(b0));
 }
-
-}  // namespace
 
 std::vector<std::string> split_documents(const std::string& text) {
   std::vector<std::string> docs;
   std::istringstream in(text);
   std::string line, cur;
   while (std::getline(in, line)) {
+    strip_cr(line);  // CRLF text
     if (blank(line)) {
       if (!cur.empty()) docs.push_back(std::move(cur));
       cur.clear();

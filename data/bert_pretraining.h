@@ -59,6 +59,12 @@ struct BertExample {
   int64_t next_sentence_label = 0;      // 0 = B follows A, 1 = B is random (as HF)
 };
 
+// Cuts A and B to max_tokens together, as Google's truncate_seq_pair: while too long, one token
+// goes from the longer side (B on ties), from its front or its back with probability 1/2 each
+// (one uniform draw from rng per token removed). O(|A| + |B|).
+void truncate_pair(std::vector<int64_t>& a, std::vector<int64_t>& b, size_t max_tokens,
+                   std::mt19937_64& rng);
+
 // The masked-LM corruption of one sequence, in place: returns the labels (original ids where
 // selected, kIgnoreIndex elsewhere). Positions holding [CLS]/[SEP]/[PAD] are never selected.
 std::vector<int64_t> mask_tokens(std::vector<int64_t>& ids, const WordPieceTokenizer& tokenizer,

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "data/text_io.h"
 #include "ops/error.h"
 
 namespace graft::data {
@@ -132,6 +133,7 @@ std::vector<WordNetSynset> read_wordnet_synsets(const std::string& dir) {
     std::string line;
     int64_t line_no = 0;
     while (std::getline(in, line)) {
+      strip_cr(line);
       Synset s;
       if (parse_line(line, path, ++line_no, s)) out.push_back(std::move(s));
     }
@@ -155,6 +157,7 @@ PairSplits wordnet_gloss_pairs(const std::string& dir, uint64_t seed) {
     int64_t line_no = 0;
     while (std::getline(in, line)) {
       ++line_no;
+      strip_cr(line);
       Synset s;
       if (parse_line(line, path, line_no, s) && !tokenize_words(s.gloss).empty()) syns.push_back(std::move(s));
     }
@@ -210,19 +213,19 @@ void write_pairs_tsv(const std::string& path, const std::vector<SentencePair>& p
 }
 
 std::vector<SentencePair> read_pairs_tsv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  GRAFT_CHECK(in.good(), "pairs: cannot read {}; hint: run graft train abcnn once to prepare "
-              "the data, or delete the directory to rebuild it", path);
+  std::ifstream in = open_text_file(path, "pairs", "run graft train abcnn once to prepare the "
+                                    "data, or delete the directory to rebuild it");
   std::vector<SentencePair> out;
   std::string line;
   int64_t line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
+    strip_cr(line);
     if (line.empty()) continue;
     const std::vector<std::string> f = split(line, '\t');
     GRAFT_CHECK(f.size() == 3 && (f[0] == "0" || f[0] == "1"),
-                "pairs: {}:{}: expected 'label<TAB>sentence<TAB>sentence' with label 0 or 1",
-                path, line_no);
+                "pairs: {}:{}: expected 'label<TAB>sentence<TAB>sentence' with label 0 or 1, "
+                "got '{}'", path, line_no, printable(line));
     SentencePair p{split(f[1], ' '), split(f[2], ' '), f[0] == "1" ? 1 : 0};
     GRAFT_CHECK(!p.a.empty() && !p.b.empty(), "pairs: {}:{}: empty sentence", path, line_no);
     out.push_back(std::move(p));

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "data/text_io.h"
 #include "ops/error.h"
 
 namespace graft::data {
@@ -109,15 +110,14 @@ std::vector<std::pair<std::string, std::string>> parse_diatheke(const std::strin
 }
 
 std::vector<Example> read_parallel_tsv(const std::string& path, int64_t limit) {
-  std::ifstream in(path, std::ios::binary);
-  GRAFT_CHECK(in.good(), "read_parallel_tsv: cannot open {}; hint: for the Bible run "
-              "'graft data prepare bible-en-es' first", path);
+  std::ifstream in = open_text_file(path, "read_parallel_tsv", "for the Bible run 'graft data "
+                                    "prepare bible-en-es' first");
   std::vector<Example> out;
   std::string line;
   int64_t lineno = 0;
   while (std::getline(in, line) && (limit <= 0 || int64_t(out.size()) < limit)) {
     ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    strip_cr(line);
     if (line.empty()) continue;
     std::vector<std::string> f;
     size_t start = 0, tab;
@@ -127,13 +127,15 @@ std::vector<Example> read_parallel_tsv(const std::string& path, int64_t limit) {
     }
     f.push_back(line.substr(start));
     if (lineno == 1 && f.size() >= 2 && f[0] == "key") continue;
-    GRAFT_CHECK(f.size() >= 2, "read_parallel_tsv: {} line {} has no tab; expected "
-                "source<TAB>target or key<TAB>source<TAB>target", path, lineno);
+    GRAFT_CHECK(f.size() >= 2, "read_parallel_tsv: {} line {} has no tab: '{}'; expected "
+                "source<TAB>target or key<TAB>source<TAB>target", path, lineno, printable(line));
     Example e{f[f.size() - 2], f[f.size() - 1]};
     GRAFT_CHECK(!e.source.empty() && !e.target.empty(), "read_parallel_tsv: {} line {} has an "
                 "empty side", path, lineno);
     out.push_back(std::move(e));
   }
+  GRAFT_CHECK(!out.empty(), "read_parallel_tsv: {} holds no pairs (an empty file, or only a header "
+              "and blank lines); expected source<TAB>target lines", path);
   return out;
 }
 

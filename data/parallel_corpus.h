@@ -20,7 +20,8 @@ namespace graft::data {
 
 // Lines "source<TAB>target" or "key<TAB>source<TAB>target" (the last two columns are used);
 // a first line "key<TAB>en<TAB>es" style header (first field "key") is skipped. Empty lines
-// are skipped. graft::Error for a missing file, a line without a tab, or an empty side.
+// are skipped; so is a '\r' before the line break (CRLF files). graft::Error for a missing
+// file, a line without a tab, an empty side, or a file with no pairs at all.
 std::vector<Example> read_parallel_tsv(const std::string& path, int64_t limit = 0);
 
 struct BibleInfo {

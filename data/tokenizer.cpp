@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "data/text_io.h"
 #include "ops/error.h"
 
 namespace graft::data {
@@ -42,7 +43,7 @@ std::string unescape(const std::string& line, const std::string& path, int64_t l
     else if (c == 't') out += '\t';
     else if (c == 'r') out += '\r';
     else GRAFT_CHECK(false, "Vocab.load: {} line {}: unknown escape '\\{}'; expected \\\\ \\n \\t "
-                     "or \\r", path, lineno, c);
+                     "or \\r", path, lineno, printable(std::string_view(&c, 1)));
   }
   return out;
 }
@@ -88,23 +89,24 @@ void Vocab::save(const std::string& path) const {
 }
 
 Vocab Vocab::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  GRAFT_CHECK(in.good(), "Vocab.load: cannot open {}; hint: a vocabulary file holds one token "
-              "per line", path);
+  std::ifstream in = open_text_file(path, "Vocab.load", "a vocabulary file holds one token per "
+                                    "line, the first four <pad> <bos> <eos> <unk>");
   std::vector<std::string> lines;
   std::string line;
   while (std::getline(in, line)) {
+    strip_cr(line);  // CRLF line endings (save() writes a carriage return in a token escaped)
     lines.push_back(unescape(line, path, int64_t(lines.size()) + 1));
   }
   GRAFT_CHECK(lines.size() >= 4, "Vocab.load: {} has {} lines; expected at least the 4 specials "
               "<pad> <bos> <eos> <unk>", path, lines.size());
   for (int i = 0; i < 4; ++i)
     GRAFT_CHECK(lines[size_t(i)] == kSpecials[i], "Vocab.load: {} line {} is '{}'; expected '{}' "
-                "(ids 0..3 are <pad> <bos> <eos> <unk>)", path, i + 1, lines[size_t(i)], kSpecials[i]);
+                "(ids 0..3 are <pad> <bos> <eos> <unk>)", path, i + 1,
+                printable(lines[size_t(i)]), kSpecials[i]);
   Vocab v;
   for (size_t i = 4; i < lines.size(); ++i) {
     GRAFT_CHECK(!v.contains(lines[i]), "Vocab.load: {} line {}: token '{}' appears twice", path,
-                i + 1, lines[i]);
+                i + 1, printable(lines[i]));
     v.add(lines[i]);
   }
   return v;

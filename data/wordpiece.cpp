@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "data/text_io.h"
 #include "ops/error.h"
 
 namespace graft::data {
@@ -596,9 +597,8 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> tokens, BasicTok
 
 WordPieceTokenizer WordPieceTokenizer::load(const std::string& vocab_path,
                                             BasicTokenizerOptions options) {
-  std::ifstream f(vocab_path, std::ios::binary);
-  GRAFT_CHECK(f.good(), "WordPieceTokenizer.load: cannot open '{}'; hint: pass the path of a "
-              "BERT vocab.txt (one token per line)", vocab_path);
+  std::ifstream f = open_text_file(vocab_path, "WordPieceTokenizer.load", "pass the path of a "
+                                   "BERT vocab.txt (one token per line)");
   std::stringstream ss;
   ss << f.rdbuf();
   std::string all = ss.str();
@@ -680,11 +680,18 @@ std::vector<std::string> WordPieceTokenizer::tokenize(std::string_view text) con
     for (const std::string& w : basic_.tokenize(chunk))
       for (std::string& p : wordpiece(w)) out.push_back(std::move(p));
   };
+  // next[k]: the first occurrence of special k at or after pos (npos: none left). It is looked
+  // up again only once pos has passed it, so each special scans the text once: O(n) in all
+  // (finding every special from pos at every match would be quadratic in the matches).
+  const std::vector<std::string>& specials = special_tokens();
+  std::vector<size_t> next(specials.size());
+  for (size_t k = 0; k < specials.size(); ++k) next[k] = text.find(specials[k]);
   while (pos < text.size()) {
     size_t best = std::string_view::npos, len = 0;
-    for (const std::string& s : special_tokens()) {
-      size_t at = text.find(s, pos);
-      if (at < best || (at == best && s.size() > len)) { best = at; len = s.size(); }
+    for (size_t k = 0; k < specials.size(); ++k) {
+      if (next[k] != std::string_view::npos && next[k] < pos) next[k] = text.find(specials[k], pos);
+      const size_t at = next[k];
+      if (at < best || (at == best && specials[k].size() > len)) { best = at; len = specials[k].size(); }
     }
     if (best == std::string_view::npos) break;
     flush(text.substr(pos, best - pos));

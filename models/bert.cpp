@@ -27,14 +27,26 @@ BertConfig BertConfig::named(const std::string& name, int64_t vocab_size) {
   return {};
 }
 
+void check_bert_config(const BertConfig& c, const std::string& what) {
+  struct Field { const char* name; int64_t value, lo, hi; };
+  // Far above any published BERT (large: 24 x 1024, vocabularies up to ~250k), far below
+  // what would hang or exhaust memory while the model is built.
+  const Field fields[] = {{"vocab_size", c.vocab_size, 1, int64_t(1) << 24},
+                          {"hidden_size", c.hidden_size, 1, 65536},
+                          {"num_layers", c.num_layers, 1, 256},
+                          {"num_heads", c.num_heads, 1, 1024},
+                          {"intermediate_size", c.intermediate_size, 1, 1 << 20},
+                          {"max_position_embeddings", c.max_position_embeddings, 1, 1 << 20},
+                          {"type_vocab_size", c.type_vocab_size, 1, 1024}};
+  for (const Field& f : fields)
+    GRAFT_CHECK(f.value >= f.lo && f.value <= f.hi, "{}: {} = {} is outside the allowed range [{}, "
+                "{}]", what, f.name, f.value, f.lo, f.hi);
+  GRAFT_CHECK(c.hidden_size % c.num_heads == 0, "{}: hidden_size {} is not divisible by num_heads "
+              "{}", what, c.hidden_size, c.num_heads);
+}
+
 BertForPreTraining::BertForPreTraining(BertConfig c) : config(c) {
-  GRAFT_CHECK(c.vocab_size > 0 && c.hidden_size > 0 && c.num_layers > 0 && c.num_heads > 0 &&
-                  c.hidden_size % c.num_heads == 0 && c.max_position_embeddings > 0 &&
-                  c.type_vocab_size > 0,
-              "BertForPreTraining: bad config vocab={} hidden={} layers={} heads={} positions={} "
-              "types={}; hint: all positive, hidden divisible by heads", c.vocab_size,
-              c.hidden_size, c.num_layers, c.num_heads, c.max_position_embeddings,
-              c.type_vocab_size);
+  check_bert_config(c, "BertForPreTraining");
   const int64_t C = c.hidden_size;
   auto emb = register_module("embeddings", std::make_shared<nn::Module>());
   word_embeddings = emb->register_module("word_embeddings", std::make_shared<nn::Embedding>(c.vocab_size, C));

@@ -38,6 +38,11 @@ struct BertConfig {
   static BertConfig named(const std::string& name, int64_t vocab_size = 30522);
 };
 
+// graft::Error "<what>: num_layers = 100000 is outside the allowed range [1, 256]" for a size
+// outside what graft builds, or hidden_size not divisible by num_heads. The constructor runs
+// it, so a config read from a run's metadata or a config.json cannot hang or exhaust memory.
+void check_bert_config(const BertConfig& c, const std::string& what);
+
 struct BertPretrainingOutput {
   Tensor loss, mlm_loss, nsp_loss;  // scalars; loss = mlm_loss + nsp_loss
   Tensor mlm_logits;  // [N, V] at the N positions whose label != -100

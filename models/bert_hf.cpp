@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 constexpr int64_t kMaxSize = int64_t(1) << 24;  // per config size; corrupt values stop here
 
 int64_t get_size(const json& j, const char* key, const std::string& what, bool required,
-                 int64_t fallback) {
+                 int64_t fallback, int64_t max = kMaxSize) {
   if (!j.contains(key)) {
     GRAFT_CHECK(!required, "load_hf_bert: {}: config.json has no \"{}\"; hint: a BERT config "
                 "needs vocab_size, hidden_size, num_hidden_layers, num_attention_heads, "
@@ -36,9 +36,9 @@ int64_t get_size(const json& j, const char* key, const std::string& what, bool r
     return fallback;
   }
   const json& v = j[key];
-  GRAFT_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= kMaxSize,
-              "load_hf_bert: {}: \"{}\" must be an integer in [1, {}], got {}", what, key,
-              kMaxSize, v.dump());
+  GRAFT_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= max,
+              "load_hf_bert: {}: \"{}\" must be an integer in [1, {}], got {}", what, key, max,
+              v.dump());
   return v.get<int64_t>();
 }
 
@@ -171,12 +171,12 @@ BertConfig bert_config_from_hf_json(const std::string& text, const std::string& 
   require_value(j, "tie_word_embeddings", true, what, "graft ties the MLM decoder to the embeddings");
   BertConfig c;
   c.vocab_size = get_size(j, "vocab_size", what, true, 0);
-  c.hidden_size = get_size(j, "hidden_size", what, true, 0);
-  c.num_layers = get_size(j, "num_hidden_layers", what, true, 0);
-  c.num_heads = get_size(j, "num_attention_heads", what, true, 0);
-  c.intermediate_size = get_size(j, "intermediate_size", what, true, 0);
-  c.max_position_embeddings = get_size(j, "max_position_embeddings", what, true, 0);
-  c.type_vocab_size = get_size(j, "type_vocab_size", what, false, 2);
+  c.hidden_size = get_size(j, "hidden_size", what, true, 0, 65536);
+  c.num_layers = get_size(j, "num_hidden_layers", what, true, 0, 256);
+  c.num_heads = get_size(j, "num_attention_heads", what, true, 0, 1024);
+  c.intermediate_size = get_size(j, "intermediate_size", what, true, 0, 1 << 20);
+  c.max_position_embeddings = get_size(j, "max_position_embeddings", what, true, 0, 1 << 20);
+  c.type_vocab_size = get_size(j, "type_vocab_size", what, false, 2, 1024);
   GRAFT_CHECK(c.hidden_size % c.num_heads == 0, "load_hf_bert: {}: hidden_size {} is not a "
               "multiple of num_attention_heads {}", what, c.hidden_size, c.num_heads);
   GRAFT_CHECK(c.vocab_size * c.hidden_size <= (int64_t(1) << 32), "load_hf_bert: {}: vocab_size "

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <limits>
 
+#include "data/text_io.h"
+#include "nn/module.h"
+#include "nn/safetensors.h"
 #include "ops/error.h"
 
 namespace graft::models {
@@ -14,7 +17,8 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 void check_options(const DecodeOptions& o, int64_t batch, const char* op) {
   GRAFT_CHECK(batch >= 1, "{}: batch must be >= 1, got {}", op, batch);
   GRAFT_CHECK(o.beam >= 1, "{}: beam must be >= 1, got {}", op, o.beam);
-  GRAFT_CHECK(o.max_len >= 0, "{}: max_len must be >= 0, got {}", op, o.max_len);
+  GRAFT_CHECK(o.max_len >= 0 && o.max_len <= kMaxDecodeLen, "{}: max_len must be in [0, {}], got "
+              "{}", op, kMaxDecodeLen, o.max_len);
   GRAFT_CHECK(std::isfinite(o.length_penalty) && o.length_penalty >= 0,
               "{}: length_penalty must be a finite number >= 0, got {}", op, o.length_penalty);
 }
@@ -28,7 +32,12 @@ std::vector<double> step_logp(IncrementalDecoder& dec, const std::vector<int64_t
               "{}: the decoder's step must return log-probabilities [N={}, V], got {}", op, N,
               lp.defined() ? lp.shape().str() : "undefined");
   V = lp.size(1);
-  return lp.to_vector<double>();
+  std::vector<double> out = lp.to_vector<double>();
+  // NaN (from non-finite weights) would break the orderings below (undefined behaviour in
+  // the sorts); as -inf such a token is simply never chosen over a finite one.
+  for (double& x : out)
+    if (std::isnan(x)) x = kNegInf;
+  return out;
 }
 }  // namespace
 
@@ -164,6 +173,20 @@ std::vector<Hypothesis> beam_search(IncrementalDecoder& dec, int64_t batch,
     });
   }
   return out;
+}
+
+void load_for_inference(nn::Module& m, const std::string& path) {
+  const nn::SafetensorsFile f = nn::load_safetensors(path);
+  for (const auto& [name, t] : f.tensors)
+    GRAFT_CHECK(nn::all_finite(t), "{}: tensor '{}' holds NaN or infinite values, so the model "
+                "cannot decode (its training diverged); hint: use an earlier checkpoint "
+                "(checkpoint/step-N/model.safetensors of the run) or train again with a lower "
+                "learning rate or --clip-grad-norm", path, data::printable(name));
+  try {
+    m.load_state_dict(f.tensors);  // validates names, shapes and dtypes before copying
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
 }
 
 }  // namespace graft::models

@@ -11,11 +11,22 @@
 //   beam[b].tokens   // best hypothesis of sentence b, without <bos>/<eos>
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "autograd/tensor.h"
 
+namespace graft::nn {
+class Module;
+}
+
 namespace graft::models {
+
+// Loads the weights of a safetensors file into m for decoding or prediction (graft translate),
+// as nn::load_into, but first refuses a file holding a NaN or an infinity with a graft::Error
+// naming the file and the tensor (such a model decodes to empty or garbage output). m is
+// unchanged on any error.
+void load_for_inference(nn::Module& m, const std::string& path);
 
 class IncrementalDecoder {
  public:
@@ -25,6 +36,10 @@ class IncrementalDecoder {
   // New rows: row i becomes old row index[i] (int64 [N']).
   virtual void reorder(const Tensor& index) = 0;
 };
+
+// The longest decode max_len may ask for (graft::Error beyond): a model that never emits
+// <eos> stops there instead of running for days.
+inline constexpr int64_t kMaxDecodeLen = int64_t(1) << 20;
 
 struct DecodeOptions {
   int64_t beam = 1;             // beam width (1 = greedy search through beam_search)

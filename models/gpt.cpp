@@ -68,6 +68,11 @@ int64_t sample_token(const std::vector<double>& logits, const SampleOptions& opt
   GRAFT_CHECK(opt.temperature >= 0, "sample_token: temperature must be >= 0, got {}", opt.temperature);
   GRAFT_CHECK(opt.top_k >= 0, "sample_token: top_k must be >= 0, got {}", opt.top_k);
   GRAFT_CHECK(opt.top_p > 0 && opt.top_p <= 1, "sample_token: top_p must be in (0, 1], got {}", opt.top_p);
+  // A NaN breaks the ordering the sort below relies on (undefined behaviour), and comes from
+  // non-finite weights; -inf (a masked token) is fine.
+  GRAFT_CHECK(std::none_of(logits.begin(), logits.end(), [](double x) { return std::isnan(x); }),
+              "sample_token: the logits hold NaN; hint: the model's weights are not finite "
+              "(its training diverged)");
   const int64_t V = int64_t(logits.size());
   if (opt.temperature == 0)
     return int64_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -104,7 +109,7 @@ std::vector<int64_t> GPT::generate(const std::vector<int64_t>& prompt, int64_t m
                                    const SampleOptions& opt, bool use_cache) {
   GRAFT_CHECK(!prompt.empty(), "GPT::generate: the prompt must hold at least one token");
   GRAFT_CHECK(max_new_tokens >= 0, "GPT::generate: max_new_tokens must be >= 0, got {}", max_new_tokens);
-  GRAFT_CHECK(int64_t(prompt.size()) + max_new_tokens <= options.max_len,
+  GRAFT_CHECK(max_new_tokens <= options.max_len - int64_t(prompt.size()),  // no overflow
               "GPT::generate: prompt ({}) + new tokens ({}) exceed max_len {}", prompt.size(),
               max_new_tokens, options.max_len);
   const bool was_training = is_training();

@@ -10,6 +10,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops_rnn.h"
 #include "data/tokenizer.h"
+#include "models/options_json.h"
 #include "ops/error.h"
 
 namespace graft::models {
@@ -44,24 +45,26 @@ Seq2SeqOptions Seq2SeqOptions::from_json(const std::string& text) {
     throw Error(fmt::format("Seq2SeqOptions.from_json: not valid JSON: {}", e.what()));
   }
   GRAFT_CHECK(j.is_object(), "Seq2SeqOptions.from_json: expected a JSON object");
+  // Ranges as graft train seq2seq's flags (and the model's own checks).
+  constexpr const char* kOwner = "Seq2SeqOptions.from_json";
   Seq2SeqOptions o;
   try {
     for (auto& [k, v] : j.items()) {
-      if (k == "src_vocab") o.src_vocab = v.get<int64_t>();
-      else if (k == "tgt_vocab") o.tgt_vocab = v.get<int64_t>();
-      else if (k == "embed") o.embed = v.get<int64_t>();
-      else if (k == "hidden") o.hidden = v.get<int64_t>();
-      else if (k == "layers") o.layers = v.get<int64_t>();
+      if (k == "src_vocab") o.src_vocab = json_int(v, kOwner, k, 5, kMaxJsonVocab);
+      else if (k == "tgt_vocab") o.tgt_vocab = json_int(v, kOwner, k, 5, kMaxJsonVocab);
+      else if (k == "embed") o.embed = json_int(v, kOwner, k, 1, kMaxJsonWidth);
+      else if (k == "hidden") o.hidden = json_int(v, kOwner, k, 1, kMaxJsonWidth);
+      else if (k == "layers") o.layers = json_int(v, kOwner, k, 1, 16);
       else if (k == "cell") o.cell = v.get<std::string>();
       else if (k == "bidirectional") o.bidirectional = v.get<bool>();
       else if (k == "attention") o.attention = v.get<std::string>();
-      else if (k == "attn_dim") o.attn_dim = v.get<int64_t>();
-      else if (k == "window") o.window = v.get<int64_t>();
+      else if (k == "attn_dim") o.attn_dim = json_int(v, kOwner, k, 0, kMaxJsonWidth);
+      else if (k == "window") o.window = json_int(v, kOwner, k, 0, kMaxJsonPositions);
       else if (k == "input_feeding") o.input_feeding = v.get<bool>();
-      else if (k == "dropout") o.dropout = v.get<double>();
-      else if (k == "doubly_stochastic") o.doubly_stochastic = v.get<double>();
-      else if (k == "entropy_weight") o.entropy_weight = v.get<double>();
-      else if (k == "baseline_decay") o.baseline_decay = v.get<double>();
+      else if (k == "dropout") o.dropout = json_real(v, kOwner, k, 0.0, 0.95);
+      else if (k == "doubly_stochastic") o.doubly_stochastic = json_real(v, kOwner, k, 0.0, 1e9);
+      else if (k == "entropy_weight") o.entropy_weight = json_real(v, kOwner, k, -1e9, 1e9);
+      else if (k == "baseline_decay") o.baseline_decay = json_real(v, kOwner, k, 0.0, 1.0);
       else if (k == "seed") o.seed = v.get<uint64_t>();
       else throw Error(fmt::format("Seq2SeqOptions.from_json: unknown key '{}'", k));
     }

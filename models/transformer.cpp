@@ -8,6 +8,7 @@
 
 #include "autograd/grad_mode.h"
 #include "data/tokenizer.h"
+#include "models/options_json.h"
 #include "nn/init.h"
 #include "ops/error.h"
 
@@ -41,23 +42,25 @@ TransformerOptions TransformerOptions::from_json(const std::string& text) {
     throw Error(fmt::format("TransformerOptions: bad JSON: {}", e.what()));
   }
   GRAFT_CHECK(j.is_object(), "TransformerOptions: expected a JSON object");
+  // Ranges as graft train transformer's flags (vocabularies and max_len come from the data).
+  constexpr const char* kOwner = "TransformerOptions";
   TransformerOptions o;
   for (auto& [key, val] : j.items()) {
     try {
-      if (key == "src_vocab") o.src_vocab = val.get<int64_t>();
-      else if (key == "tgt_vocab") o.tgt_vocab = val.get<int64_t>();
-      else if (key == "d_model") o.d_model = val.get<int64_t>();
-      else if (key == "nhead") o.nhead = val.get<int64_t>();
-      else if (key == "num_encoder_layers") o.num_encoder_layers = val.get<int64_t>();
-      else if (key == "num_decoder_layers") o.num_decoder_layers = val.get<int64_t>();
-      else if (key == "dim_feedforward") o.dim_feedforward = val.get<int64_t>();
-      else if (key == "dropout") o.dropout = val.get<double>();
+      if (key == "src_vocab") o.src_vocab = json_int(val, kOwner, key, 4, kMaxJsonVocab);
+      else if (key == "tgt_vocab") o.tgt_vocab = json_int(val, kOwner, key, 4, kMaxJsonVocab);
+      else if (key == "d_model") o.d_model = json_int(val, kOwner, key, 2, kMaxJsonWidth);
+      else if (key == "nhead") o.nhead = json_int(val, kOwner, key, 1, 1024);
+      else if (key == "num_encoder_layers") o.num_encoder_layers = json_int(val, kOwner, key, 1, 64);
+      else if (key == "num_decoder_layers") o.num_decoder_layers = json_int(val, kOwner, key, 1, 64);
+      else if (key == "dim_feedforward") o.dim_feedforward = json_int(val, kOwner, key, 1, kMaxJsonFeedForward);
+      else if (key == "dropout") o.dropout = json_real(val, kOwner, key, 0.0, 0.95);
       else if (key == "activation") o.activation = val.get<std::string>();
       else if (key == "norm_first") o.norm_first = val.get<bool>();
       else if (key == "share_embeddings") o.share_embeddings = val.get<bool>();
       else if (key == "tie_output") o.tie_output = val.get<bool>();
       else if (key == "learned_positions") o.learned_positions = val.get<bool>();
-      else if (key == "max_len") o.max_len = val.get<int64_t>();
+      else if (key == "max_len") o.max_len = json_int(val, kOwner, key, 2, kMaxJsonPositions);
       else throw Error(fmt::format("TransformerOptions: unknown key \"{}\"", key));
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("TransformerOptions: key \"{}\" has the wrong type: {}", key, e.what()));

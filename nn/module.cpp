@@ -1,5 +1,6 @@
 #include "nn/module.h"
 
+#include <cmath>
 #include <set>
 
 #include "autograd/grad_mode.h"
@@ -77,6 +78,20 @@ int64_t Module::num_parameters() const {
   int64_t n = 0;
   for (auto& t : parameters()) n += t.numel();
   return n;
+}
+
+bool all_finite(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return true;
+  NoGradGuard ng;
+  // x * 0 is 0 for every finite x and NaN for NaN or +-inf, so the sum is 0 exactly when all
+  // are finite (summing x itself could overflow to inf for large finite values).
+  return std::isfinite(sum(t.detach() * 0.0).item<double>());
+}
+
+std::string Module::first_non_finite() const {
+  for (const auto& [n, t] : state_dict())
+    if (!nn::all_finite(t)) return n;  // qualified: the member all_finite() hides it
+  return "";
 }
 
 void Module::train(bool on) {

@@ -53,6 +53,11 @@ class Module {
   // This module ("") and every descendant with its dotted path.
   std::vector<std::pair<std::string, Module*>> named_modules();
   int64_t num_parameters() const;
+  // The dotted name of the first parameter or buffer (state_dict order) holding a NaN or an
+  // infinity, "" when every value is finite; all_finite() is that test alone. A model whose
+  // training diverged has such weights, and decoding with them gives empty or garbage output.
+  std::string first_non_finite() const;
+  bool all_finite() const { return first_non_finite().empty(); }
 
   // ---- modes and housekeeping
   virtual void train(bool on = true);
@@ -81,6 +86,10 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };
+
+// True when every element of t is finite (no NaN, no +-inf); integer and bool tensors, and
+// undefined or empty ones, always are. Works on any device.
+bool all_finite(const Tensor& t);
 
 // Replaces the data of `dst` (storage, shape, strides, dtype) with that of `src`, keeping the
 // handle, its requires_grad flag and identity. Used by to() and by optimisers' state loading.

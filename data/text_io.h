@@ -1,0 +1,59 @@
+// Helpers for the text files graft reads (vocabularies, TSV pairs, corpora): opening them with
+// a clear error, line endings from any platform (a file saved on Windows ends its lines with
+// "\r\n"), and file contents quoted safely inside error messages.
+//
+//   std::ifstream in = data::open_text_file(path, "Vocab.load", "one token per line");
+//   for (std::string line; std::getline(in, line);) {
+//     data::strip_cr(line);                                      // "<pad>\r" -> "<pad>"
+//     GRAFT_CHECK(ok, "line is '{}'", data::printable(line));    // "\r" shows as \r
+//   }
+#pragma once
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "ops/error.h"
+
+namespace graft::data {
+
+// Drops one trailing '\r': what std::getline leaves of a CRLF line ending.
+inline void strip_cr(std::string& line) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+}
+
+// s as it can be shown in an error message: backslash, control characters and DEL escaped
+// (\\ \r \n \t, else \xNN), cut to max_chars bytes with "..." after.
+inline std::string printable(std::string_view s, size_t max_chars = 80) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < max_chars; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '\\') out += "\\\\";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7F) out += fmt::format("\\x{:02x}", c);
+    else out += char(c);
+  }
+  if (s.size() > max_chars) out += "...";
+  return out;
+}
+
+// Opens path for reading (binary: line endings are handled by the reader). graft::Error
+// "<what>: cannot open <path>: <reason>; hint: <hint>" when it is missing, unreadable or a
+// directory (which std::ifstream would open and then read as empty).
+inline std::ifstream open_text_file(const std::string& path, const char* what, const char* hint) {
+  std::error_code ec;
+  GRAFT_CHECK(!std::filesystem::is_directory(path, ec), "{}: cannot open {}: it is a directory, "
+              "not a file; hint: {}", what, path, hint);
+  std::ifstream in(path, std::ios::binary);
+  GRAFT_CHECK(in.good(), "{}: cannot open {}: {}; hint: {}", what, path, std::strerror(errno),
+              hint);
+  return in;
+}
+
+}  // namespace graft::data
