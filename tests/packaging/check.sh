@@ -42,7 +42,7 @@ for h in graft.h graft_config.h autograd/tensor.h autograd/fuse.h nn/module.h op
   [ -f "$incdir/$h" ] || fail "header $h not installed under $incdir"
 done
 real=$(find "$libdir" -maxdepth 1 -name 'libgraft.so.*.*.*' -type f | head -n 1)
-[ -n "$real" ] && [ -s "$real" ] || fail "no libgraft.so.X.Y.Z in $libdir"
+{ [ -n "$real" ] && [ -s "$real" ]; } || fail "no (or an empty) libgraft.so.X.Y.Z in $libdir"
 soname=$(readelf -d "$real" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
 case $soname in libgraft.so.[0-9]*) ;; *) fail "SONAME of $(basename "$real") is '$soname'" ;; esac
 [ "$(readlink "$libdir/$soname")" = "$(basename "$real")" ] || fail "$soname does not link to $(basename "$real")"
