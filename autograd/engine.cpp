@@ -144,7 +144,25 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads, bool creat
     cur.add_(g);
     leaf->grad = cur.impl_ptr();
   }
+  if (!leaf->post_accumulate_hooks.empty()) {
+    const Tensor t(leaf);
+    for (auto& [id, fn] : leaf->post_accumulate_hooks) fn(t);
+  }
   return {};
+}
+
+uint64_t Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> fn) const {
+  GRAFT_CHECK(is_leaf() && requires_grad(),
+              "register_post_accumulate_grad_hook: the tensor must be a leaf that requires grad");
+  static std::atomic<uint64_t> next_id{1};
+  const uint64_t id = next_id.fetch_add(1);
+  impl_->post_accumulate_hooks.emplace_back(id, std::move(fn));
+  return id;
+}
+
+void Tensor::remove_post_accumulate_grad_hook(uint64_t id) const {
+  auto& hooks = impl_->post_accumulate_hooks;
+  std::erase_if(hooks, [id](const auto& h) { return h.first == id; });
 }
 
 Edge gradient_edge(const Tensor& t) {

@@ -3,6 +3,7 @@
 // share storage and are differentiable.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -44,6 +45,9 @@ struct TensorImpl {
   uint32_t output_nr = 0;            // which output of grad_fn this is
   std::shared_ptr<TensorImpl> grad;  // accumulated gradient (leaves)
   std::weak_ptr<Node> grad_accumulator;  // cached AccumulateGrad node of a leaf
+  // Run after backward() has added into `grad` (leaves): {id, fn}; see
+  // Tensor::register_post_accumulate_grad_hook.
+  std::vector<std::pair<uint64_t, std::function<void(const class Tensor&)>>> post_accumulate_hooks;
 };
 
 class Tensor {
@@ -88,6 +92,12 @@ class Tensor {
   void backward(const Tensor& grad = {}, bool retain_graph = false, bool create_graph = false) const;
   // The same data, cut from the graph.
   Tensor detach() const;
+  // fn(leaf) runs each time a backward() has finished adding into this leaf's .grad — the
+  // moment its gradient for that backward is complete (PyTorch's
+  // register_post_accumulate_grad_hook; data-parallel training starts communication there).
+  // Returns an id for remove_post_accumulate_grad_hook. graft::Error for a non-leaf.
+  uint64_t register_post_accumulate_grad_hook(std::function<void(const Tensor&)> fn) const;
+  void remove_post_accumulate_grad_hook(uint64_t id) const;
 
   // ---- conversions and copies
   Tensor to(DType t) const;

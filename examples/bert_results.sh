@@ -9,7 +9,7 @@ G="$B/tools/graft"
 O=out/bert
 mkdir -p "$O"
 "$G" data prepare english-text --data-dir "$O/datasets"
-"$G" train bert-pretrain --config tiny --corpus "$O/datasets/english-text/corpus.txt" \
+"$G" train bert-pretrain --size tiny --corpus "$O/datasets/english-text/corpus.txt" \
   --vocab-size 5000 --vocab-lines 30000 --max-seq-len 64 --batch 32 --steps 300 --lr 1e-3 \
   --eval-every 50 --eval-examples 256 --checkpoint-every 100 --run-dir "$O/pretrain-tiny" \
   --overwrite >"$O/pretrain-tiny.json"

@@ -20,6 +20,7 @@
 #include "autograd/grad_mode.h"
 #include "graft_config.h"
 #include "nn/clip.h"
+#include "nn/distributed.h"
 #include "nn/interrupt.h"
 #include "nn/run_files.h"
 #include "ops/error.h"
@@ -97,7 +98,7 @@ struct Trainer::Progress {
 };
 
 void Trainer::message(const std::string& text) {
-  if (!opt_.progress) return;
+  if (!opt_.progress || !writer()) return;
   if (progress_) progress_->clear();
   std::fputs(text.c_str(), stderr);
   std::fputc('\n', stderr);
@@ -205,6 +206,7 @@ void Trainer::train_step(double& loss, int64_t& items, double& grad_norm, double
   loss = 0;
   items = 0;
   for (int micro = 0; micro < int(k); ++micro) {
+    if (reducer_ && micro == int(k) - 1) reducer_->arm();  // gradients final after this one
     MicroBatchLoss mb = loss_fn_(step_, micro);
     GRAFT_CHECK(mb.loss.defined() && mb.loss.numel() == 1 && is_floating(mb.loss.dtype()),
                 "Trainer: loss_fn must return a one-element floating tensor, got {}",
@@ -230,6 +232,11 @@ void Trainer::train_step(double& loss, int64_t& items, double& grad_norm, double
     items += mb.items;
   }
   loss /= double(k);
+  if (reducer_) {  // average the gradients, the loss and the items over the ranks
+    reducer_->finish();
+    loss = dist::all_reduce_sum(loss) / double(dist::world_size());
+    items = int64_t(std::llround(dist::all_reduce_sum(double(items))));
+  }
   grad_norm = opt_.clip_grad_norm > 0 ? clip_grad_norm_(model_.parameters(), opt_.clip_grad_norm)
                                       : kNaN;
   if (opt_.clip_grad_norm > 0 && !std::isfinite(grad_norm)) {
@@ -302,6 +309,28 @@ bool Trainer::evaluate_and_check(std::map<std::string, double>& last_eval) {
   }
   message(text);
   return stop;
+}
+
+bool Trainer::dp() const { return opt_.data_parallel && dist::world_size() > 1; }
+bool Trainer::writer() const { return !dp() || dist::is_main(); }
+
+// Data parallel: every rank starts from rank 0's weights, with its own dropout stream, and
+// averages its gradients through a bucketed reducer.
+void Trainer::start_data_parallel() {
+  NoGradGuard no_grad;
+  for (Tensor& p : model_.parameters()) {
+    Tensor d = p.detach();
+    dist::broadcast(d, 0);
+  }
+  if (dist::rank() > 0) {  // a stream of its own, derived from the seed (offsets stay in step)
+    Generator& g = default_generator();
+    g.seed = g.seed ^ (0x9E3779B97F4A7C15ull * uint64_t(dist::rank()));
+  }
+  reducer_ = std::make_unique<dist::GradReducer>(model_.parameters(), opt_.dp_bucket_bytes,
+                                                 opt_.dp_overlap);
+  message(fmt::format("data parallel: {} ranks, gradients in {} bucket(s) of <= {} KiB, {}",
+                      dist::world_size(), reducer_->num_buckets(), opt_.dp_bucket_bytes >> 10,
+                      opt_.dp_overlap ? "overlapped with backward" : "after backward"));
 }
 
 // The divergence warning: the smoothed loss far above the run's first one (saved with
@@ -414,6 +443,11 @@ void Trainer::run_loop(TrainResult& result, int64_t log_every) {
       message(fmt::format("time budget of {:g} s used up at step {}: stopping", opt_.time_budget,
                           step_));
     }
+    if (reducer_) {  // every rank stops at the same step, for one reason
+      const int64_t code = dist::all_reduce_max(stop ? int64_t(result.reason) + 1 : 0);
+      stop = code > 0;
+      if (stop) result.reason = StopReason(code - 1);
+    }
     const bool periodic = opt_.checkpoint_every > 0 && step_ % opt_.checkpoint_every == 0;
     if (!opt_.run_dir.empty() && (stop || last || periodic)) save_checkpoint();
     if (stop) break;
@@ -426,8 +460,8 @@ TrainResult Trainer::fit() {
   stop_why_.store(int(StopReason::interrupted));
   progress_ = std::make_unique<Progress>();
   Progress& pr = *progress_;
-  pr.enabled = opt_.progress;
-  pr.tty = opt_.progress && ::isatty(::fileno(stderr));
+  pr.enabled = opt_.progress && writer();
+  pr.tty = pr.enabled && ::isatty(::fileno(stderr));
   pr.width = pr.tty ? terminal_width() : 80;
 
   if (metrics_) {
@@ -435,6 +469,11 @@ TrainResult Trainer::fit() {
     metrics_ = nullptr;
   }
   if (!opt_.run_dir.empty()) prepare_run_dir();
+  struct DropReducer {  // the hooks go when fit() returns or throws
+    std::unique_ptr<dist::GradReducer>& r;
+    ~DropReducer() { r.reset(); }
+  } drop_reducer{reducer_};
+  if (dp()) start_data_parallel();
 
   result.start_step = step_;
   result.step = step_;

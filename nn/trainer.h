@@ -55,6 +55,16 @@
 // throughput counts options.items_name (what loss_fn's items count) per second, or steps per
 // second when loss_fn reports no items; elapsed is wall time in seconds, summed over resumes.
 //
+// Data parallel: under `mpirun -np N` (nn/distributed.h) every rank runs fit() with the same
+// options; loss_fn computes the loss of this rank's share of each micro-batch (dist::shard).
+// Parameters are broadcast from rank 0 when fit() starts, gradients are averaged across ranks
+// before clipping and the optimizer step, the logged loss is the mean over ranks, and stop
+// decisions (Ctrl-C, time budget, early stopping, request_stop) are agreed by all ranks after
+// each step. Every rank evaluates (the same data, so the same result); rank 0 alone writes the
+// run directory and prints progress; every rank reads the checkpoint it resumes from (for
+// several machines, put the run directory on a shared file system). Dropout draws from a
+// per-rank stream: rank r > 0 uses the default generator's seed mixed with r.
+//
 // Progress goes to stderr: a single line redrawn in place on a terminal (step/total, smoothed
 // loss, throughput, lr, ETA), otherwise one plain line every log_every steps.
 #pragma once
@@ -73,6 +83,10 @@
 #include "nn/optim.h"
 #include "nn/scheduler.h"
 #include "ops/random.h"
+
+namespace graft::dist {
+class GradReducer;
+}
 
 namespace graft::nn {
 
@@ -124,6 +138,11 @@ struct TrainerOptions {
   // Warn (progress line and a "diverging" key in metrics.jsonl) when the smoothed loss grows
   // beyond this many times its value after the first steps (0 = never).
   double divergence_factor = 10.0;
+  // Data parallel (under mpirun, nn/distributed.h): gradients are averaged across ranks in
+  // buckets of this many bytes, started during backward() (overlap) or after it.
+  bool data_parallel = true;  // false: under mpirun each rank trains on its own
+  size_t dp_bucket_bytes = size_t(4) << 20;
+  bool dp_overlap = true;
 };
 
 // Why fit() returned. max_steps, early_stopping, time_budget and target count as a finished run
@@ -196,6 +215,10 @@ class Trainer {
   void check_finite_weights(const char* what) const;
   void save_best_model(double value);
   void update_divergence(double smoothed);
+  void start_data_parallel();
+  // Data parallel across ranks; then rank 0 alone writes files and prints.
+  bool dp() const;
+  bool writer() const;
   void train_step(double& loss, int64_t& items, double& grad_norm, double& lr);
   bool evaluate_and_check(std::map<std::string, double>& last_eval);
   void run_loop(TrainResult& result, int64_t log_every);
@@ -231,6 +254,7 @@ class Trainer {
   std::atomic<int> stop_why_{int(StopReason::interrupted)};
   std::FILE* metrics_ = nullptr;
   std::unique_ptr<Progress> progress_;
+  std::unique_ptr<dist::GradReducer> reducer_;  // with more than one rank
 };
 
 }  // namespace graft::nn

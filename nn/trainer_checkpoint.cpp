@@ -16,6 +16,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "graft_config.h"
+#include "nn/distributed.h"
 #include "nn/run_files.h"
 #include "nn/safetensors.h"
 #include "nn/trainer.h"
@@ -147,7 +148,8 @@ struct Trainer::LoadedCheckpoint {
 void Trainer::prepare_run_dir() {
   const fs::path dir(opt_.run_dir);
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  if (writer()) fs::create_directories(dir, ec);
+  if (dp()) dist::barrier();
   GRAFT_CHECK(!ec && fs::is_directory(dir), "Trainer: cannot create the run directory {}: {}",
               opt_.run_dir, ec ? ec.message() : "it exists and is not a directory");
 
@@ -156,7 +158,6 @@ void Trainer::prepare_run_dir() {
     resumed = load_checkpoint();
     if (resumed) {
       message(fmt::format("resumed from {} (step {})", last_checkpoint_, step_));
-      truncate_metrics(step_);
     } else {
       // resume never deletes: with files of an earlier run but no usable checkpoint, refuse
       const auto found = earlier_run_files(dir);
@@ -175,6 +176,10 @@ void Trainer::prepare_run_dir() {
                 "directory",
                 opt_.run_dir, fmt::join(found, ", "));
   }
+  // Every rank has checked (and read its checkpoint); from here on rank 0 alone writes.
+  if (dp()) dist::barrier();
+  if (!writer()) return;
+  if (resumed) truncate_metrics(step_);
   if (!resumed) {
     // A fresh run (overwrite was checked above): only what the trainer writes is removed.
     fs::remove(dir / kPointer, ec);
@@ -267,6 +272,11 @@ std::string Trainer::save_checkpoint() {
   const fs::path dir = run / rel;
   if (last_saved_step_ == step_ && !last_checkpoint_.empty()) return last_checkpoint_;
   check_finite_weights("the checkpoint");
+  if (!writer()) {  // rank 0 writes; the others only keep track
+    last_saved_step_ = step_;
+    last_checkpoint_ = dir.string();
+    return last_checkpoint_;
+  }
 
   std::error_code ec;
   fs::remove_all(dir, ec);  // leftovers of an unfinished save, never the live checkpoint
@@ -307,6 +317,7 @@ std::string Trainer::save_checkpoint() {
 
 void Trainer::save_best_model(double value) {
   check_finite_weights(kBestModel);
+  if (!writer()) return;
   save_safetensors((fs::path(opt_.run_dir) / kBestModel).string(), model_.state_dict(),
                    {{"format", "pt"},
                     {"graft_version", GRAFT_VERSION},

@@ -109,13 +109,16 @@ void add_arch_config(nlohmann::ordered_json& j, const ArchArgs& a) {
   j["ffn"] = a.ffn, j["dropout"] = a.dropout;
 }
 
-// Whether run_dir holds a checkpoint (a pointer, or a step directory that resume could use).
+// Whether run_dir holds a checkpoint: the pointer, or a step directory with a train state that
+// resume could fall back on.
 bool has_checkpoint(const fs::path& dir) {
   std::error_code ec;
   if (fs::exists(dir / "checkpoint.json", ec)) return true;
   if (!fs::is_directory(dir / "checkpoint", ec)) return false;
   for (const auto& e : fs::directory_iterator(dir / "checkpoint", ec))
-    if (e.path().filename().string().rfind("step-", 0) == 0) return true;
+    if (e.path().filename().string().rfind("step-", 0) == 0 &&
+        fs::exists(e.path() / "train_state.safetensors", ec))
+      return true;
   return false;
 }
 
