@@ -57,7 +57,7 @@ sigint() {
   rc=0; wait "$pid" || rc=$?
   [ "$rc" -eq 130 ] || { cat "$run.log" >&2; fail "$run: SIGINT gave exit status $rc, expected 130"; }
   last=$(steps "$run" | awk '{print $NF}')
-  grep -q "\"step\": *$last[,}]" "$run/checkpoint.json" || fail "$run: no checkpoint at step $last after SIGINT"
+  grep -q "\"step\": *${last}[,}]" "$run/checkpoint.json" || fail "$run: no checkpoint at step $last after SIGINT"
 }
 
 # json_ok FILE KEY VALUE: FILE holds one valid JSON object whose KEY is VALUE.
@@ -80,11 +80,11 @@ BP="train bert-pretrain --vocab-size 120 --hidden 16 --layers 1 --heads 2 --ffn 
 cp "$d/bp/vocab.txt" "$d/vocab.before"
 # shellcheck disable=SC2086
 rc=$(run_rc $BP --corpus "$d/corpus2.txt" --steps 8 --run-dir "$d/bp")
-[ "$rc" -eq 1 ] && grep -q "already holds a checkpoint" "$d/err" || fail "a run into a run with a checkpoint: exit $rc"
+{ [ "$rc" -eq 1 ] && grep -q "already holds a checkpoint" "$d/err"; } || fail "a run into a run with a checkpoint: exit $rc"
 cmp -s "$d/vocab.before" "$d/bp/vocab.txt" || fail "a refused run (no --resume) rewrote vocab.txt"
 # shellcheck disable=SC2086
 rc=$(run_rc $BP --corpus "$d/corpus2.txt" --steps 8 --run-dir "$d/bp" --resume)
-[ "$rc" -eq 1 ] && grep -q "corpus" "$d/err" || fail "--resume with another --corpus: exit $rc"
+{ [ "$rc" -eq 1 ] && grep -q "corpus" "$d/err"; } || fail "--resume with another --corpus: exit $rc"
 cmp -s "$d/vocab.before" "$d/bp/vocab.txt" || fail "a refused --resume (another --corpus) rewrote vocab.txt"
 rc=$(run_rc train bert-pretrain --config "$d/bp/config.json" --steps 8 --run-dir "$d/bp" --resume)
 [ "$rc" -eq 0 ] || { cat "$d/err" >&2; fail "--resume with the run's own config.json: exit $rc"; }
@@ -135,7 +135,7 @@ AB="train abcnn --data synthetic --variant 3 --embed-dim 8 --channels 8 --batch 
 "$G" $AB --steps 12 --run-dir "$d/ab-cut" --resume >"$d/out" 2>&1
 [ "$(losses "$d/ab" | wc -l)" -eq 12 ] || fail "abcnn: $(losses "$d/ab" | wc -l) losses, expected 12"
 [ "$(losses "$d/ab")" = "$(losses "$d/ab-cut")" ] || fail "abcnn: a cut and resumed run changed the losses"
-"$G" plot "$d/ab" >"$d/out" 2>&1 && test -s "$d/ab/loss.png" || fail "abcnn: graft plot of its run failed"
+{ "$G" plot "$d/ab" >"$d/out" 2>&1 && test -s "$d/ab/loss.png"; } || fail "abcnn: graft plot of its run failed"
 # kill -9 at a random step, --resume: the same losses as an uninterrupted run
 # shellcheck disable=SC2086
 "$G" $AB --steps 300 --run-dir "$d/ab-full" >"$d/out" 2>&1
