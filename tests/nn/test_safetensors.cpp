@@ -310,6 +310,24 @@ TEST_CASE("safetensors: a header already a multiple of 8 bytes gets no padding")
   }
 }
 
+TEST_CASE("safetensors: bool bytes are written as 0/1 whatever the memory holds") {
+  // Any non-zero byte is `true` in memory, but the format (and our reader) allow only 0 and 1.
+  TmpDir tmp;
+  Tensor t = zeros({4}, DType::b8);
+  auto* p = static_cast<uint8_t*>(t.kview().data);
+  p[1] = 2;
+  p[2] = 0xFF;
+  p[3] = 1;
+  std::string path = tmp / "bools.safetensors";
+  nn::save_safetensors(path, {{"m", t}});
+  const Bytes b = read_bytes(path);
+  REQUIRE(b.size() >= 4);
+  CHECK(Bytes(b.end() - 4, b.end()) == Bytes{0, 1, 1, 1});
+  auto f = nn::load_safetensors(path);  // and it reads back
+  REQUIRE(f.tensors.size() == 1);
+  CHECK(f.tensors[0].second.to_vector<double>() == std::vector<double>{0, 1, 1, 1});
+}
+
 // ------------------------------------------------------------------ errors
 
 TEST_CASE("safetensors: truncated files and bad header lengths") {

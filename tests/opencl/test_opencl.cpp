@@ -485,14 +485,15 @@ TEST_CASE("opencl: reductions, softmax, layer norm and cross-entropy on every ke
   auto check = [&](const std::string& what, std::vector<Tensor> in, TensorFn fn) {
     const OpCase c{what, std::move(in), std::move(fn)};
     for (DType dt : {DType::f64, DType::f32}) {
+      const std::string dts = fmt::format("{}", dt);
       const Run cpu = run_case(c, dt, Device::cpu()), dev = run_case(c, dt, kDev);
       const double tol = dt == DType::f64 ? 1e-9 : 2e-4;
       const std::string fw = compare(dev.y, cpu.y, tol);
-      CHECK_MESSAGE(fw.empty(), what << " " << dt << " forward: " << fw);
+      CHECK_MESSAGE(fw.empty(), what << " " << dts << " forward: " << fw);
       REQUIRE(dev.grads.size() == cpu.grads.size());
       for (size_t i = 0; i < dev.grads.size(); ++i) {
         const std::string bw = compare(dev.grads[i], cpu.grads[i], tol);
-        CHECK_MESSAGE(bw.empty(), what << " " << dt << " grad " << i << ": " << bw);
+        CHECK_MESSAGE(bw.empty(), what << " " << dts << " grad " << i << ": " << bw);
       }
     }
     ++checked;
