@@ -36,6 +36,7 @@
 #include "data/tokenizer.h"
 #include "models/seq2seq.h"
 #include "nn/interrupt.h"
+#include "nn/distributed.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
 #include "nn/scheduler.h"
@@ -285,12 +286,17 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
       to, model, opt, nullptr,
       [&](int64_t step, int m) -> nn::MicroBatchLoss {
         const auto& idx = batch_at(step * K + m);
+        const dist::Range mine = dist::split(int64_t(idx.size()));  // under mpirun: this rank's share
         Ids bx, by;
-        for (int64_t i : idx) bx.push_back(xs[size_t(i)]), by.push_back(ys[size_t(i)]);
+        for (int64_t j = 0; j < std::max<int64_t>(mine.count, 1); ++j) {
+          const int64_t i = idx[size_t(mine.count > 0 ? mine.begin + j : 0)];
+          bx.push_back(xs[size_t(i)]), by.push_back(ys[size_t(i)]);
+        }
         const data::Seq2SeqBatch b = tools::batch_on(data::make_seq2seq_batch(bx, by), dev);
         AutocastGuard ac(f.bf16 ? Precision::bf16 : Precision::f32);  // --bf16: matmuls in bf16
         models::LossOutput l = model.loss(b, a.sampling, &sampling_gen);
-        return {l.loss, l.tokens};
+        const int64_t tokens = mine.count > 0 ? l.tokens : 0;
+        return {dist::global_mean(l.loss, tokens), tokens};
       },
       [&]() -> std::map<std::string, double> {
         EvalResult r = tools::with_model_on_cpu(model, dev, [&] {
@@ -496,7 +502,7 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   t->add_option("--data-dir", a->data_dir, "Where 'graft data prepare' wrote the corpora")->capture_default_str();
   t->add_option("--tsv-train", a->tsv_train, "--task tsv: training file (source<TAB>target)");
   t->add_option("--tsv-test", a->tsv_test, "--task tsv: test file");
-  t->add_option("--target,--target-exact", a->target, "Stop once validation exact match reaches this (0 = off), e.g. 0.99")->capture_default_str()->check(finite_in(0.0, 1.0));
+  t->add_option("--target,--target-exact", a->target, "Stop once validation exact match reaches this (0 = off, needs --eval-every), e.g. 0.99")->capture_default_str()->check(finite_in(0.0, 1.0));
   t->add_option("--length-bin", a->length_bin, "Width of the source-length buckets of the test table (0 = no table; not for date)")->capture_default_str()->check(nonneg);
   t->add_option("--beam", a->beam, "Beam width for the test evaluation (1 = greedy)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
   t->add_option("--length-penalty", a->length_penalty, "Beam ranking: logp / len^alpha")->capture_default_str()->check(positive_real("--length-penalty"));
@@ -508,6 +514,8 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
                     require_divisible(a->batch, "--batch", a->train);
                     if (a->task != "bible" && a->task != "tsv" && a->min_len > a->max_len)
                       throw CLI::ValidationError("--min-len", fmt::format("{} > --max-len {}", a->min_len, a->max_len));
+                    if (a->target > 0 && a->train.eval_every == 0)
+                      throw CLI::ValidationError("--target", "needs evaluations: set --eval-every N (N > 0)");
                   });
   cmds.push_back({t, [a] { return cmd_train_seq2seq(*a); }});
 

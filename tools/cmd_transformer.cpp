@@ -33,6 +33,7 @@
 #include "data/tokenizer.h"
 #include "models/transformer.h"
 #include "nn/interrupt.h"
+#include "nn/distributed.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
 #include "nn/scheduler.h"
@@ -307,11 +308,17 @@ int train_transformer(const Args& a) {
       to, model, opt, &sched,
       [&](int64_t step, int m) -> nn::MicroBatchLoss {
         Ids bx, by;
-        for (int64_t i : batch_at(step * K + m)) bx.push_back(d.xs[size_t(i)]), by.push_back(d.ys[size_t(i)]);
+        const auto& all = batch_at(step * K + m);
+        const dist::Range mine = dist::split(int64_t(all.size()));  // under mpirun: this rank's share
+        for (int64_t j = 0; j < std::max<int64_t>(mine.count, 1); ++j) {
+          const int64_t i = all[size_t(mine.count > 0 ? mine.begin + j : 0)];
+          bx.push_back(d.xs[size_t(i)]), by.push_back(d.ys[size_t(i)]);
+        }
         AutocastGuard ac(f.bf16 ? Precision::bf16 : Precision::f32);  // matmuls in bf16 with --bf16
         models::TransformerLoss l =
             model.loss(tools::batch_on(data::make_seq2seq_batch(bx, by), dev), a.label_smoothing);
-        return {l.loss, l.tokens};
+        const int64_t tokens = mine.count > 0 ? l.tokens : 0;
+        return {dist::global_mean(l.loss, tokens), tokens};
       },
       [&]() -> std::map<std::string, double> {
         Eval r;
@@ -477,7 +484,7 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   t->add_option("--valid-size", a->valid_size, "Validation pairs")->capture_default_str()->check(count);
   t->add_option("--test-size", a->test_size, "Held-out test pairs")->capture_default_str()->check(count);
   t->add_option("--eval-size", a->eval_size, "Validation pairs decoded at each evaluation")->capture_default_str()->check(count);
-  t->add_option("--target", a->target, "Stop once validation exact match reaches this (0 = off), e.g. 0.99")->capture_default_str()->check(finite_in(0.0, 1.0));
+  t->add_option("--target,--target-exact", a->target, "Stop once validation exact match reaches this (0 = off, needs --eval-every), e.g. 0.99")->capture_default_str()->check(finite_in(0.0, 1.0));
   t->add_option("--min-len", a->min_len, "copy/reverse/sort: shortest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
   t->add_option("--max-len", a->max_len, "copy/reverse/sort: longest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
   t->add_option("--symbols", a->symbols, "copy/reverse/sort alphabet size (2..36)")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(36)));

@@ -158,8 +158,13 @@ rc=0; "$G" train mlp --config . >"$d/out" 2>&1 || rc=$?
 if [ $rc -ne 2 ] || ! grep -q "is a directory" "$d/out"; then
   echo "train mlp --config .: exit $rc, expected 2 and a message" >&2; cat "$d/out" >&2; exit 1
 fi
+# a model too big for the machine is refused before anything is allocated, naming its size
+rc=0; "$G" train mlp --hidden 100000 --run-dir "" >"$d/out" 2>&1 || rc=$?
+if [ $rc -ne 1 ] || ! grep -q "GiB for weights, gradients and AdamW state" "$d/out"; then
+  echo "train mlp --hidden 100000: exit $rc, expected 1 and the memory it needs" >&2; cat "$d/out" >&2; exit 1
+fi
 # every train command lists the common trainer flags
-for x in mlp seq2seq transformer gpt; do
+for x in mlp seq2seq transformer gpt bert-pretrain bert-finetune abcnn; do
   "$G" train $x --help >"$d/out" 2>&1
   for flag in --run-dir --resume --overwrite --config --steps --time-budget --checkpoint-every \
               --keep-checkpoints --eval-every --log-every --grad-accumulation --clip-grad-norm \
@@ -196,6 +201,7 @@ fi
 
 for bad in "train seq2seq --attention nonsense" "train abcnn --variant 7" \
            "train seq2seq --max-minutes 1" "train transformer --target 0.5" "train mlp --lr nan" \
+           "train seq2seq --eval-every 0 --target-exact 0.9" "train mlp --config $d/no-such.json" \
            "train gpt --batch 5 --grad-accumulation 2" "train mlp --patience 2 --eval-every 0" \
            "train mlp --resume --overwrite" "train transformer --resume" \
            "train transformer --steps 0" "train transformer --task nonsense" "train gpt --context 0" \
