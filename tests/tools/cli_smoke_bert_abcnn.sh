@@ -122,6 +122,15 @@ if [ -f /usr/share/wordnet/data.noun ]; then
   grep -q '"test_accuracy"' "$d/bf-kill.out" || fail "bert-finetune: no result line after resume"
   # shellcheck disable=SC2086
   sigint "$d/bf-int" $BF --steps 100000 --eval-every 0 --checkpoint-every 2
+  # SIGINT during the final dev/test evaluation (all 23k glosses, seconds; checkpoint.json
+  # appears when training ends) stops it: exit 130, no result line
+  start_and_wait "$d/bf-eval" train bert-finetune --vocab "$d/bp/vocab.txt" --hidden 64 --layers 2 \
+    --heads 2 --ffn 128 --train-size 64 --steps 2 --warmup 1 --batch 8 --max-seq-len 32
+  sleep 0.2
+  kill -INT "$pid"
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" -eq 130 ] || { cat "$d/bf-eval.log" >&2; fail "SIGINT in the final evaluation: exit $rc, expected 130"; }
+  if grep -q '"test_accuracy"' "$d/bf-eval.log"; then fail "SIGINT in the final evaluation: it ran to the end"; fi
 fi
 
 # ------------------------------------------------------------------ abcnn
