@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "graft_config.h"
+#include "autograd/functions.h"
 #include "ops/error.h"
 
 #if GRAFT_HAVE_MPI
@@ -167,6 +168,19 @@ Range shard(int64_t n, const char* what) {
               what, n, g_size);
   const int64_t per = n / g_size;
   return {int64_t(g_rank) * per, per};
+}
+
+Range split(int64_t n) {
+  GRAFT_CHECK(n >= 0, "dist.split: negative size {}", n);
+  const int64_t base = n / g_size, extra = n % g_size, r = g_rank;
+  return {r * base + std::min<int64_t>(r, extra), base + (r < extra ? 1 : 0)};
+}
+
+Tensor global_mean(const Tensor& local_mean, int64_t local_count) {
+  if (g_size == 1) return local_mean;
+  const double total = all_reduce_sum(double(local_count));
+  GRAFT_CHECK(total > 0, "data parallel: a global batch with no items");
+  return local_mean * (double(g_size) * double(local_count) / total);
 }
 
 // ---------------------------------------------------------------- GradReducer

@@ -72,6 +72,15 @@ struct Range {
   int64_t begin = 0, count = 0;
 };
 Range shard(int64_t n, const char* what = "the batch");
+// The same for batches of any size: shares differ by at most one item, and a rank whose share
+// is empty (n < world_size()) gets count 0.
+Range split(int64_t n);
+// A loss for data parallel training on shares of unequal size: local_mean is the mean over this
+// rank's local_count items (tokens, sentences); the result, averaged over the ranks (as the
+// gradients and logged losses are), is the mean over all items of the global batch. One rank
+// alone: local_mean itself. A rank with local_count 0 contributes nothing (its local_mean,
+// computed on any stand-in item, is multiplied by 0).
+Tensor global_mean(const Tensor& local_mean, int64_t local_count);
 
 class GradReducer {
  public:

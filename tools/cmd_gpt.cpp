@@ -27,6 +27,7 @@
 #include "data/seq2seq_tasks.h"
 #include "data/tokenizer.h"
 #include "models/gpt.h"
+#include "nn/distributed.h"
 #include "nn/interrupt.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
@@ -178,12 +179,15 @@ int train_gpt(const GptArgs& a) {
       to, lm, opt, &sched,
       [&](int64_t, int) -> nn::MicroBatchLoss {
         std::vector<int64_t> w;
+        // under mpirun: every rank draws the whole micro-batch and keeps its own windows
+        const dist::Range mine = dist::shard(micro, "the micro-batch (--batch / --grad-accumulation)");
         for (int64_t b = 0; b < micro; ++b) {
           const auto start = int64_t(philox_uniform(windows.seed, windows.advance(1)) * double(tr.size() - L - 1));
-          w.insert(w.end(), tr.begin() + start, tr.begin() + start + L + 1);
+          if (b >= mine.begin && b < mine.begin + mine.count)
+            w.insert(w.end(), tr.begin() + start, tr.begin() + start + L + 1);
         }
         AutocastGuard ac(f.bf16 ? Precision::bf16 : Precision::f32);  // --bf16: matmuls in bf16
-        return {lm.loss(from_vector(w, {micro, L + 1}).to(dev)), micro * L};
+        return {lm.loss(from_vector(w, {mine.count, L + 1}).to(dev)), mine.count * L};
       },
       [&]() -> std::map<std::string, double> {
         const double nll = with_model_on_cpu(lm, dev, [&] { return stream_nll(lm, va, L, a.eval_windows); });

@@ -35,6 +35,7 @@
 #include "graft.h"
 #include "graft_config.h"
 #include "nn/layers.h"
+#include "nn/distributed.h"
 #include "nn/loss.h"
 #include "tools/commands.h"
 #include "nn/optim.h"
@@ -137,11 +138,22 @@ int cmd_devices() {
   return 0;
 }
 
+// " (rank 1 of 2)" under mpirun, else "".
+std::string rank_tag() {
+  return graft::dist::world_size() > 1
+             ? fmt::format(" (rank {} of {})", graft::dist::rank(), graft::dist::world_size())
+             : std::string();
+}
+
 int cmd_version() {
   fmt::print("graft {}\n", GRAFT_VERSION);
   fmt::print("compiler: g++ {}, C++ {}\n", __VERSION__, __cplusplus);
   fmt::print("SIMD: {} (xsimd), OpenMP threads: {}, OpenCL: {}\n", xsimd::default_arch::name(),
              omp_get_max_threads(), GRAFT_HAVE_OPENCL ? "built" : "not built");
+  fmt::print("MPI: {}{}\n", graft::dist::mpi_version(),
+             graft::dist::built() ? fmt::format(" (data parallel: this process is rank {} of {})",
+                                                graft::dist::rank(), graft::dist::world_size())
+                                  : " (data-parallel training needs a build with libopenmpi-dev)");
   return 0;
 }
 
@@ -233,8 +245,11 @@ int cmd_train_mlp(const MlpArgs& a) {
       to, *model, opt, sched.get(),
       [&](int64_t, int) -> nn::MicroBatchLoss {
         data::Batch b = data::sample_batch(ds.x, ds.y, micro, batch_gen);
+        // under mpirun: this rank's rows of the (same) global micro-batch
+        const dist::Range mine = dist::shard(micro, "the micro-batch (--batch / --grad-accumulation)");
+        const Tensor x = b.x.narrow(0, mine.begin, mine.count), y = b.y.narrow(0, mine.begin, mine.count);
         AutocastGuard ac(f.bf16 ? Precision::bf16 : Precision::f32);
-        return {ce(model->forward(b.x.to(dev)), b.y.to(dev)), micro};
+        return {ce(model->forward(x.to(dev)), y.to(dev)), mine.count};
       },
       [&] {
         Tensor logits = model->forward(all_x);
@@ -276,6 +291,17 @@ int cmd_plot(const std::string& run_dir, int width, int height) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Under mpirun: MPI for the whole command; rank 0 alone prints results (nn/distributed.h).
+  graft::dist::Session mpi(&argc, &argv);
+  if (graft::dist::rank() > 0 && !std::freopen("/dev/null", "w", stdout))
+    std::fprintf(stderr, "graft: rank %d: cannot silence stdout\n", graft::dist::rank());
+  const auto on_error = [](int rc) {  // one rank's error ends every rank (no hang in a collective)
+    if (graft::dist::world_size() > 1) {
+      std::fflush(nullptr);
+      graft::dist::abort_all(rc);
+    }
+    return rc;
+  };
   CLI::App app{"graft: a small C++20 deep-learning framework (autodiff, compile-time graphs)",
                "graft"};
   app.set_version_flag("--version", std::string("graft ") + GRAFT_VERSION);
@@ -375,10 +401,10 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "graft: interrupted ({})\n", e.what());
     return 130;
   } catch (const graft::Error& e) {
-    fmt::print(stderr, "graft: error: {}\n", e.what());
-    return 1;
+    fmt::print(stderr, "graft: error{}: {}\n", rank_tag(), e.what());
+    return on_error(1);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "graft: internal error: {}\n", e.what());
-    return 1;
+    fmt::print(stderr, "graft: internal error{}: {}\n", rank_tag(), e.what());
+    return on_error(1);
   }
 }
