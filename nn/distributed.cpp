@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -180,6 +181,8 @@ Tensor global_mean(const Tensor& local_mean, int64_t local_count) {
   if (g_size == 1) return local_mean;
   const double total = all_reduce_sum(double(local_count));
   GRAFT_CHECK(total > 0, "data parallel: a global batch with no items");
+  // a mean over no items is NaN, and NaN * 0 is NaN: such a rank contributes a plain zero
+  if (local_count == 0 && !std::isfinite(local_mean.item<double>())) return zeros_like(local_mean);
   return local_mean * (double(g_size) * double(local_count) / total);
 }
 

@@ -26,6 +26,7 @@
 #include "autograd/grad_mode.h"
 #include "data/pairs.h"
 #include "models/abcnn.h"
+#include "nn/distributed.h"
 #include "nn/interrupt.h"
 #include "nn/optim.h"
 #include "nn/trainer.h"
@@ -167,9 +168,11 @@ int run_abcnn(const AbcnnArgs& a) {
   nn::Trainer trainer(
       to, model, opt, nullptr,
       [&](int64_t step, int m) -> nn::MicroBatchLoss {
-        const std::vector<int64_t> idx = epoch_rows(step * a.batch + m * micro, micro, n, uint64_t(a.train.seed));
+        std::vector<int64_t> idx = epoch_rows(step * a.batch + m * micro, micro, n, uint64_t(a.train.seed));
+        const dist::Range mine = dist::shard(micro, "the micro-batch (--batch / --grad-accumulation)");
+        idx = std::vector<int64_t>(idx.begin() + mine.begin, idx.begin() + mine.begin + mine.count);
         data::PairBatch b = data::make_pair_batch(d.train, idx, vocab, a.max_len);
-        return {model.loss(model.forward_pair(b.a.to(dev), b.b.to(dev)), b.label.to(dev)), micro};
+        return {model.loss(model.forward_pair(b.a.to(dev), b.b.to(dev)), b.label.to(dev)), mine.count};
       },
       [&] {
         return with_model_on_cpu(model, dev, [&] {

@@ -37,6 +37,7 @@
 #include "data/wordpiece.h"
 #include "models/bert.h"
 #include "models/bert_heads.h"
+#include "nn/distributed.h"
 #include "nn/interrupt.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
@@ -321,11 +322,17 @@ int run_pretrain(const PretrainArgs& a) {
   nn::Trainer trainer(
       to, model, opt, &sched,
       [&](int64_t step, int m) -> nn::MicroBatchLoss {
-        const std::vector<int64_t> rows = epoch_rows(step * a.batch + m * micro, micro,
-                                                     int64_t(ex.size()), uint64_t(a.train.seed));
+        std::vector<int64_t> rows = epoch_rows(step * a.batch + m * micro, micro,
+                                               int64_t(ex.size()), uint64_t(a.train.seed));
+        const dist::Range mine = dist::shard(micro, "the micro-batch (--batch / --grad-accumulation)");
+        rows = std::vector<int64_t>(rows.begin() + mine.begin, rows.begin() + mine.begin + mine.count);
         PaddedBatch b = pad_examples(ex, rows, tok.pad_id());
         AutocastGuard ac(a.train.bf16 ? Precision::bf16 : Precision::f32);
-        return {model.loss(b.ids.to(dev), b.types.to(dev), b.labels.to(dev), b.nsp.to(dev)).loss, micro};
+        models::BertPretrainingOutput o = model.loss(b.ids.to(dev), b.types.to(dev), b.labels.to(dev), b.nsp.to(dev));
+        if (dist::world_size() == 1) return {o.loss, mine.count};
+        // data parallel: MLM is a mean over this rank's masked tokens, NSP over its pairs
+        return {dist::global_mean(o.mlm_loss, o.mlm_logits.size(0)) + dist::global_mean(o.nsp_loss, mine.count),
+                mine.count};
       },
       [&] { return with_model_on_cpu(model, dev, [&] { return pretrain_eval(model, eval_ex, tok.pad_id()); }); });
   // Every check has passed (the trainer validated its options, check_run_dir the run
@@ -492,13 +499,15 @@ int run_finetune(const FinetuneArgs& a) {
   nn::Trainer trainer(
       to, model, opt, &sched,
       [&](int64_t step, int m) -> nn::MicroBatchLoss {
-        const std::vector<int64_t> idx = epoch_rows(step * a.batch + m * micro, micro, n, uint64_t(a.train.seed));
+        std::vector<int64_t> idx = epoch_rows(step * a.batch + m * micro, micro, n, uint64_t(a.train.seed));
+        const dist::Range mine = dist::shard(micro, "the micro-batch (--batch / --grad-accumulation)");
+        idx = std::vector<int64_t>(idx.begin() + mine.begin, idx.begin() + mine.begin + mine.count);
         auto [ids, types] = pad_rows(train, idx, tok.pad_id());
         std::vector<int64_t> lab;
         for (int64_t i : idx) lab.push_back(train.labels[size_t(i)]);
         AutocastGuard ac(a.train.bf16 ? Precision::bf16 : Precision::f32);
         return {model.loss(model.forward(ids.to(device), types.to(device)),
-                           from_vector(lab, {int64_t(lab.size())}).to(device)), micro};
+                           from_vector(lab, {int64_t(lab.size())}).to(device)), mine.count};
       },
       [&] {
         auto [loss, acc] = with_model_on_cpu(model, device, [&] {
