@@ -1,9 +1,14 @@
-// Small helpers shared by the training benchmarks (bench_*.cpp): process CPU time and peak RSS.
+// Small helpers shared by the training benchmarks (bench_*.cpp): process CPU time, peak RSS,
+// and data parallelism under mpirun.
 #pragma once
 
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "nn/distributed.h"
 
 namespace graft::bench {
 
@@ -22,5 +27,32 @@ inline double vm_hwm_mib() {
     if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
   return 0;
 }
+
+// Under mpirun (bench/dp_scaling.sh): each rank trains on its share of the batch and the
+// gradients are averaged by dist::GradReducer; one process: nothing happens. Usage:
+//   bench::DataParallel dp(&argc, &argv);          // first thing in main
+//   Range rows = dist::shard(B); ... dp.attach(model.parameters(), overlap);
+//   dp.before_backward(); loss.backward(); dp.after_backward(); opt.step();
+struct DataParallel {
+  dist::Session session;
+  std::unique_ptr<dist::GradReducer> reducer;
+  DataParallel(int* argc, char*** argv) : session(argc, argv) {
+    if (dist::rank() > 0 && !std::freopen("/dev/null", "w", stdout)) std::perror("freopen");
+  }
+  void attach(std::vector<Tensor> params, bool overlap) {
+    if (dist::world_size() == 1) return;
+    for (Tensor& p : params) {
+      Tensor d = p.detach();
+      dist::broadcast(d, 0);
+    }
+    reducer = std::make_unique<dist::GradReducer>(std::move(params), size_t(4) << 20, overlap);
+  }
+  void before_backward() {
+    if (reducer) reducer->arm();
+  }
+  void after_backward() {
+    if (reducer) reducer->finish();
+  }
+};
 
 }  // namespace graft::bench

@@ -35,12 +35,15 @@ using bench::vm_hwm_mib;
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::DataParallel dp(&argc, &argv);  // under mpirun: each rank takes B / ranks rows
   int64_t steps = 10, warmup = 2;
-  bool bf16 = false;
+  bool bf16 = false, overlap = true;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (std::strcmp(argv[i], "--bf16") == 0) {
       bf16 = true;
+    } else if (std::strcmp(argv[i], "--dp-no-overlap") == 0) {
+      overlap = false;
     } else if (has_value && std::strcmp(argv[i], "--steps") == 0) {
       steps = std::stoll(argv[++i]);
     } else if (has_value && std::strcmp(argv[i], "--warmup") == 0) {
@@ -48,7 +51,7 @@ int main(int argc, char** argv) {
     } else if (has_value && std::strcmp(argv[i], "--threads") == 0) {
       omp_set_num_threads(std::stoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: bench_transformer [--steps N] [--warmup N] [--threads N] [--bf16]\n");
+      std::fprintf(stderr, "usage: bench_transformer [--steps N] [--warmup N] [--threads N] [--bf16] [--dp-no-overlap]\n");
       return 2;
     }
   }
@@ -70,7 +73,11 @@ int main(int argc, char** argv) {
       src[size_t(b)].push_back(4 + int64_t(philox_uniform(g.seed, g.advance(1)) * double(V - 4)));
     tgt[size_t(b)].assign(src[size_t(b)].rbegin(), src[size_t(b)].rend());
   }
+  const dist::Range mine = dist::shard(B);  // all rows with one process
+  src = {src.begin() + mine.begin, src.begin() + mine.begin + mine.count};
+  tgt = {tgt.begin() + mine.begin, tgt.begin() + mine.begin + mine.count};
   data::Seq2SeqBatch batch = data::make_seq2seq_batch(src, tgt);
+  dp.attach(model.parameters(), overlap);
   model.train();
   double first = 0, last = 0, total_ms = 0, total_cpu = 0;
   for (int64_t s = 0; s < warmup + steps; ++s) {
@@ -81,7 +88,9 @@ int main(int argc, char** argv) {
       AutocastGuard ac(bf16 ? Precision::bf16 : Precision::f32);
       return model.loss(batch, 0.0);
     }();
+    dp.before_backward();
     l.loss.backward();  // matmul backwards follow their forward's precision
+    dp.after_backward();
     opt.step();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (s == 0) first = l.nll;
@@ -100,9 +109,11 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"name\": \"transformer\", \"step_ms\": %.1f, \"cpu_ms_per_step\": %.1f, \"tgt_tokens_per_s\": "
       "%.1f, \"peak_rss_mib\": %.0f, \"loss_first\": %.4f, \"loss_last\": %.4f, \"steps\": %ld, "
-      "\"threads\": %d, \"precision\": \"%s\", \"model_gflop_per_step\": %.1f, \"model_gflops\": %.1f}\n",
+      "\"threads\": %d, \"ranks\": %d, \"dp_overlap\": %s, \"precision\": \"%s\", "
+      "\"model_gflop_per_step\": %.1f, \"model_gflops\": %.1f}\n",
       step_ms, total_cpu / double(steps), double(B * L) / (step_ms / 1000.0), vm_hwm_mib(), first,
       last, long(steps),
-      omp_get_max_threads(), bf16 ? "bf16" : "f32", gflop, gflop / (step_ms / 1000.0));
+      omp_get_max_threads(), dist::world_size(), overlap ? "true" : "false", bf16 ? "bf16" : "f32",
+      gflop, gflop / (step_ms / 1000.0));
   return 0;
 }
