@@ -83,13 +83,14 @@ void apply_json_config(CLI::App* sub, const std::string& path) {
     throw config_error(path, fmt::format("not valid JSON: {}", e.what()));
   }
   if (!j.is_object()) throw config_error(path, "must hold a JSON object keyed by long option names");
+  if (j.contains("model")) {  // which command wrote it (a run's config.json): checked first
+    const nlohmann::json& m = j["model"];
+    if (!m.is_string() || m.get<std::string>() != sub->get_name())
+      throw config_error(path, fmt::format("\"model\" is {}, but this is 'train {}'", describe(m),
+                                           sub->get_name()));
+  }
   for (auto& [key, value] : j.items()) {
-    if (key == "model") {  // which command wrote it (a run's config.json)
-      if (!value.is_string() || value.get<std::string>() != sub->get_name())
-        throw config_error(path, fmt::format("\"model\" is {}, but this is 'train {}'",
-                                             describe(value), sub->get_name()));
-      continue;
-    }
+    if (key == "model") continue;
     CLI::Option* opt = is_meta_option(key) ? nullptr : sub->get_option_no_throw("--" + key);
     if (!opt) {
       std::vector<std::string> known;
