@@ -153,6 +153,10 @@ int train_gpt(const GptArgs& a) {
   manual_seed(uint64_t(f.seed));
   models::GPT lm(go);
   const Device dev = train_device(f.device);
+  // GPT::loss shifts the token windows with a strided slice, which OpenCL's index_select does
+  // not take yet: refuse up front instead of failing inside the first step.
+  GRAFT_CHECK(dev.is_cpu(), "train gpt: --device {}: the GPT training step runs on the CPU only "
+              "for now; use --device cpu", dev.str());
   lm.to(dev);  // before the optimizer reads the parameters
   optim::AdamW opt(lm.parameters(), {.lr = 1.0});
   optim::Noam sched(opt, a.d_model, a.warmup, a.lr_scale);
