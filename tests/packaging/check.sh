@@ -51,6 +51,7 @@ ok "installed $(basename "$real") (SONAME $soname), headers in ${incdir#"$stage"
 
 # graft.pc names prefix=/usr/local (or whatever the build was configured with) while the files
 # sit under $stage: PKG_CONFIG_SYSROOT_DIR puts $stage in front of its -I and -L paths.
+user_pkg_config_path=${PKG_CONFIG_PATH:-}
 PKG_CONFIG_PATH=$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 PKG_CONFIG_SYSROOT_DIR=$stage
 export PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
@@ -92,20 +93,25 @@ if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
 else
   ln -s "$root" "$parent/subprojects/graft"
 fi
-# buildtype=plain (no -O) compiles fastest; this checks that it builds, not how fast it runs.
-meson setup "$parent/b" "$parent" --buildtype=plain >"$tmp/setup.log" 2>&1 ||
+# dependency('graft') would take an installed graft.pc first (the staged one of (a) too):
+# --force-fallback-for makes it use the subproject. buildtype=plain (no -O) compiles fastest;
+# this checks that it builds, not how fast it runs.
+unset PKG_CONFIG_SYSROOT_DIR
+PKG_CONFIG_PATH=$user_pkg_config_path
+meson setup "$parent/b" "$parent" --buildtype=plain --force-fallback-for=graft >"$tmp/setup.log" 2>&1 ||
   { cat "$tmp/setup.log" >&2; fail "meson setup of the parent project"; }
 # As a subproject graft builds the library alone: no tools, tests, examples or benchmarks.
 # Prints "name (folder of the meson.build that defines it)" per target.
 targets=$(meson introspect --targets "$parent/b" | python3 -c '
 import json, os, sys
 for t in json.load(sys.stdin):
-    print(t["name"] + "(" + os.path.basename(os.path.dirname(t["defined_in"])) + ")")')
+    print(t["name"] + "(" + os.path.basename(os.path.dirname(t["defined_in"])) + ")")' | tr '\n' ' ')
 for t in $targets; do
   case $t in "hello(parent)" | "graft(graft)" | "graft_ops(graft)" | "opencl_kernels(graft)") ;;
     *) fail "the subproject defines the extra target $t" ;;
   esac
 done
+case " $targets " in *" graft(graft) "*) ;; *) fail "the parent did not build graft as a subproject" ;; esac
 ninja -C "$parent/b" -j "${GRAFT_TEST_JOBS:-1}" >"$tmp/ninja.log" 2>&1 ||
   { tail -n 40 "$tmp/ninja.log" >&2; fail "ninja in the parent project"; }
 "$parent/b/hello" >"$tmp/hello-sub.out" 2>&1 ||
