@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "models/options_json.h"
 #include "nn/init.h"
 #include "ops/error.h"
 
@@ -47,6 +48,11 @@ void check_bert_config(const BertConfig& c, const std::string& what) {
 
 BertForPreTraining::BertForPreTraining(BertConfig c) : config(c) {
   check_bert_config(c, "BertForPreTraining");
+  {  // weights: 4 C^2 + 2 C F per layer, word and position tables
+    const double C = double(c.hidden_size), F = double(c.intermediate_size);
+    check_model_fits("BertForPreTraining", double(c.num_layers) * (4 * C * C + 2 * C * F) +
+                                               double(c.vocab_size + c.max_position_embeddings) * C);
+  }
   const int64_t C = c.hidden_size;
   auto emb = register_module("embeddings", std::make_shared<nn::Module>());
   word_embeddings = emb->register_module("word_embeddings", std::make_shared<nn::Embedding>(c.vocab_size, C));

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "autograd/grad_mode.h"
+#include "models/options_json.h"
 #include "nn/init.h"
 #include "ops/error.h"
 
@@ -15,6 +16,11 @@ GPT::GPT(GPTOptions o) : options(std::move(o)) {
   const GPTOptions& op = options;
   GRAFT_CHECK(op.vocab > 0, "GPT: vocab must be positive, got {}", op.vocab);
   GRAFT_CHECK(op.num_layers > 0, "GPT: num_layers must be positive, got {}", op.num_layers);
+  {  // weights: 4 C^2 + 2 C F per block, token and position tables
+    const double C = double(op.d_model), F = op.dim_feedforward > 0 ? double(op.dim_feedforward) : 4 * C;
+    check_model_fits("GPT", double(op.num_layers) * (4 * C * C + 2 * C * F) +
+                                double(op.vocab + op.max_len) * C);
+  }
   wte = register_module("wte", std::make_shared<nn::Embedding>(op.vocab, op.d_model));
   nn::init::normal_(wte->weight, 0.0, 0.02);  // GPT-2's init
   wpe = register_module("wpe", std::make_shared<nn::LearnedPositionalEmbedding>(op.max_len, op.d_model, op.dropout));

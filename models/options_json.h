@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/error.h"
+#include "ops/storage.h"
 
 namespace graft::models {
 
@@ -50,5 +51,17 @@ inline constexpr int64_t kMaxJsonVocab = int64_t(1) << 24;
 inline constexpr int64_t kMaxJsonWidth = 65536;       // embed, hidden, d_model
 inline constexpr int64_t kMaxJsonFeedForward = 1 << 20;
 inline constexpr int64_t kMaxJsonPositions = 1 << 20;  // max_len
+
+// graft::Error when a model's float32 weights alone (`params`, a lower bound the model
+// computes from its sizes, in a double: it may exceed int64) exceed this machine's physical
+// memory. Each tensor is checked when allocated as well, but a model whose tensors fit one by
+// one could take minutes of initialising gigabytes before the sum is refused; this says so at
+// once.
+inline void check_model_fits(const char* model, double params) {
+  const double bytes = 4.0 * params, phys = double(physical_memory_bytes());
+  GRAFT_CHECK(phys <= 0 || bytes <= phys, "{}: these sizes need at least {} for {:.4g} float32 "
+              "weights; this machine has {} of memory; hint: use smaller sizes (width, layers, "
+              "vocabulary, max_len)", model, format_bytes(bytes), params, format_bytes(phys));
+}
 
 }  // namespace graft::models

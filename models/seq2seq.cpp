@@ -114,6 +114,13 @@ int64_t decoder_input(const Seq2SeqOptions& o, bool luong) {
 // ---------------------------------------------------------------- model
 Seq2Seq::Seq2Seq(Seq2SeqOptions o) : options((check_options(o), std::move(o))) {
   const Seq2SeqOptions& op = options;
+  {  // weights, at least: G gates of H x (in + H/2) per layer (a bidirectional encoder has two
+     // directions of H/2), in encoder and decoder; tables V E; W_out H V
+    const double G = op.cell == "lstm" ? 4 : op.cell == "gru" ? 3 : 1, H = double(op.hidden);
+    const double E = double(op.embed), L = double(op.layers);
+    check_model_fits("Seq2Seq", 2 * G * H * ((E + H / 2) + 1.5 * H * (L - 1)) +
+                                    double(op.src_vocab + op.tgt_vocab) * E + H * double(op.tgt_vocab));
+  }
   const int64_t H = op.hidden, He = op.bidirectional ? H / 2 : H;
   src_embed = register_module("src_embed", std::make_shared<nn::Embedding>(op.src_vocab, op.embed, data::kPad));
   tgt_embed = register_module("tgt_embed", std::make_shared<nn::Embedding>(op.tgt_vocab, op.embed, data::kPad));

@@ -103,6 +103,14 @@ Transformer::Transformer(TransformerOptions o) : options(std::move(o)) {
               "got {} and {}",
               op.src_vocab, op.tgt_vocab);
   GRAFT_CHECK(op.max_len > 0, "Transformer: max_len must be positive, got {}", op.max_len);
+  {  // weights: attention 4 C^2 per block (8 in a decoder layer), feed-forward 2 C F, tables V C
+    const double C = double(op.d_model), F = double(op.dim_feedforward);
+    const double vocab = double(op.src_vocab) + (op.share_embeddings ? 0.0 : double(op.tgt_vocab)) +
+                         (op.tie_output ? 0.0 : double(op.tgt_vocab));
+    check_model_fits("Transformer", double(op.num_encoder_layers) * (4 * C * C + 2 * C * F) +
+                                        double(op.num_decoder_layers) * (8 * C * C + 2 * C * F) +
+                                        (vocab + double(op.max_len)) * C);
+  }
   const double std = 1.0 / std::sqrt(double(op.d_model));
   src_embed = register_module("src_embed", std::make_shared<nn::Embedding>(op.src_vocab, op.d_model, data::kPad));
   nn::init::normal_(src_embed->weight, 0.0, std);

@@ -14,14 +14,15 @@ Tensor sinusoidal_positional_encoding(int64_t max_len, int64_t d_model, DType dt
   GRAFT_CHECK(max_len > 0 && d_model > 0,
               "sinusoidal_positional_encoding: max_len and d_model must be positive, got {}, {}",
               max_len, d_model);
-  std::vector<double> pe(size_t(max_len * d_model));
+  Tensor t = empty({max_len, d_model}, DType::f64);  // a clear error when it cannot fit in memory
+  double* pe = t.data<double>();
   for (int64_t p = 0; p < max_len; ++p)
     for (int64_t c = 0; c < d_model; ++c) {
       const int64_t i2 = c - c % 2;  // 2i
       const double angle = double(p) / std::pow(10000.0, double(i2) / double(d_model));
       pe[size_t(p * d_model + c)] = c % 2 == 0 ? std::sin(angle) : std::cos(angle);
     }
-  return from_vector(pe, {max_len, d_model}, dtype);
+  return t.to(dtype);
 }
 
 namespace {

@@ -1,8 +1,10 @@
 #include "ops/storage.h"
 
 #include <malloc.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -91,7 +93,24 @@ struct DeviceAllocator {
 DeviceAllocator g_opencl_alloc;
 Storage::Copier g_opencl_copier = nullptr;
 thread_local StorageObserver* t_observer __attribute__((tls_model("initial-exec"))) = nullptr;
+
+// Bytes held by all live CPU storages of the process. Each tensor alone may fit in memory while
+// together they do not (64 layers of 4 GiB each): with memory overcommitted, such a model would
+// be built until the kernel's OOM killer ends the process, or another one.
+std::atomic<uint64_t> g_live_cpu_bytes{0};
+
+// Physical memory plus swap: what live tensors may take in all.
+uint64_t memory_and_swap_bytes() {
+  static const uint64_t bytes = [] {
+    struct sysinfo si {};
+    const uint64_t swap = ::sysinfo(&si) == 0 ? uint64_t(si.totalswap) * si.mem_unit : 0;
+    return physical_memory_bytes() + swap;
+  }();
+  return bytes;
+}
 }  // namespace
+
+uint64_t live_cpu_bytes() { return g_live_cpu_bytes.load(std::memory_order_relaxed); }
 
 StorageObserver* set_storage_observer(StorageObserver* o) {
   StorageObserver* prev = t_observer;
@@ -161,9 +180,19 @@ void Storage::allocate(const Shape* shape, DType dtype) {
       throw refuse(fmt::format("this machine has {} of memory; hint: use smaller sizes (batch, "
                                "hidden width, vocabulary, sequence length)",
                                format_bytes(double(phys))));
+    const uint64_t limit = memory_and_swap_bytes();
+    const uint64_t held = g_live_cpu_bytes.fetch_add(nbytes_, std::memory_order_relaxed);
+    if (phys > 0 && held + nbytes_ > limit) {
+      g_live_cpu_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
+      throw refuse(fmt::format("graft's tensors already hold {} and this machine has {} of memory "
+                               "(swap included); hint: use smaller sizes (batch, hidden width, "
+                               "layers, vocabulary, sequence length)",
+                               format_bytes(double(held)), format_bytes(double(limit))));
+    }
     try {
       data_ = cpu_alloc(nbytes_ ? nbytes_ : 1);
     } catch (const std::bad_alloc&) {
+      g_live_cpu_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
       throw refuse(fmt::format("out of memory (this machine has {}, {} of it free now); hint: "
                                "use smaller sizes or free memory",
                                format_bytes(double(phys)),
@@ -186,6 +215,7 @@ Storage::~Storage() {
   if (device_.is_cpu()) {
     if (t_observer) t_observer->on_destroy(*this);
     cpu_free(data_, nbytes_ ? nbytes_ : 1);
+    g_live_cpu_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
   }
   else if (g_opencl_alloc.del)
     g_opencl_alloc.del(data_, device_);

@@ -16,9 +16,11 @@ namespace graft {
 class Storage {
  public:
   // Allocates nbytes (uninitialised) on `device`. CPU memory is 64-byte aligned. A request
-  // larger than the machine's physical memory is refused before anything is allocated, and an
-  // allocator that runs out of memory (std::bad_alloc, a null pointer) is reported the same
-  // way: graft::Error saying how much memory was asked for and how much the machine has.
+  // larger than the machine's physical memory, or one that would take the process's live
+  // storages past physical memory plus swap (live_cpu_bytes), is refused before anything is
+  // allocated, and an allocator that runs out of memory (std::bad_alloc, a null pointer) is
+  // reported the same way: graft::Error saying how much memory was asked for and how much the
+  // machine has.
   Storage(size_t nbytes, Device device);
   // The same for a contiguous tensor: the error names its dtype and shape ("cannot allocate
   // 37.3 GiB for a float32 tensor of shape [100000, 100000]: ..."). graft::Error from
@@ -57,6 +59,9 @@ using StoragePtr = std::shared_ptr<Storage>;
 // This machine's physical memory in bytes (sysconf; 0 when unknown), and a byte count for
 // people: "512 B", "1.5 KiB", "37.3 GiB".
 uint64_t physical_memory_bytes();
+// Bytes held by the live CPU storages of this process. A new CPU storage is refused when these
+// and it together would exceed physical memory plus swap.
+uint64_t live_cpu_bytes();
 std::string format_bytes(double bytes);
 
 // Told about every CPU storage created or destroyed on this thread while installed (per thread;

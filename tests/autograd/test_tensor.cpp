@@ -177,7 +177,41 @@ TEST_CASE("storage: a request beyond physical memory is refused before allocatin
   CHECK(zeros({3, 0, 2}).shape() == Shape{3, 0, 2});
 }
 
+TEST_CASE("storage: live CPU bytes are counted") {
+  const uint64_t before = live_cpu_bytes();
+  {
+    Tensor a = empty({1024});  // 4 KiB
+    CHECK(live_cpu_bytes() == before + 4096);
+    Tensor b = a.view({32, 32});  // a view shares the storage
+    CHECK(live_cpu_bytes() == before + 4096);
+  }
+  CHECK(live_cpu_bytes() == before);
+}
+
 #if !defined(__SANITIZE_ADDRESS__)
+TEST_CASE("storage: tensors that fit one by one but not together are refused") {
+  // Quarters of the machine's memory: each passes the size check, and the allocator hands
+  // them out without touching a page (overcommit), so only the count of live bytes stops them.
+  int overcommit = 0;
+  std::ifstream("/proc/sys/vm/overcommit_memory") >> overcommit;
+  const int64_t quarter = int64_t(physical_memory_bytes() / 4 / 4);  // float32 elements
+  std::vector<Tensor> held;
+  std::string e;
+  for (int i = 0; i < 64 && e.empty(); ++i) {
+    try {
+      held.push_back(empty({quarter}));
+    } catch (const Error& err) {
+      e = err.what();
+    }
+  }
+  const size_t n = held.size();
+  held.clear();
+  CHECK(n >= 3);
+  if (overcommit != 2) CHECK(has(e, "graft's tensors already hold"));
+  CHECK(has(e, "cannot allocate"));
+  CHECK_NOTHROW(empty({quarter}));  // the bytes were given back
+}
+
 TEST_CASE("storage: an allocator out of memory becomes graft::Error, not std::bad_alloc") {
   // Lower this process's address-space limit so that a 2 GiB tensor (less than the machine's
   // memory, so the size check lets it through) fails in the allocator, then restore it.

@@ -181,3 +181,23 @@ TEST_CASE("GPT: generation limits do not overflow; NaN logits are an error, not 
   CHECK(has(error_of([] { sample_token({0.5, std::nan(""), 1.0}, {}, 0.3); }), "NaN"));
   CHECK(sample_token({-std::numeric_limits<double>::infinity(), 1.0}, {}, 0.9) == 1);
 }
+
+TEST_CASE("models whose weights cannot fit in memory are refused at once, naming the need") {
+  // Every tensor of these fits alone, so only the sum tells: 64 + 64 layers of width 16384
+  // need at least 768 GiB.
+  TransformerOptions t{.src_vocab = 20, .tgt_vocab = 20, .d_model = 16384, .nhead = 1,
+                       .num_encoder_layers = 64, .num_decoder_layers = 64, .dim_feedforward = 32};
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string e = error_of([&] { Transformer m(t); });
+  CHECK(has(e, "Transformer: these sizes need at least"));
+  CHECK(has(e, "this machine has"));
+  Seq2SeqOptions s = tiny_seq2seq();
+  s.hidden = 65536, s.layers = 16;
+  CHECK(has(error_of([&] { Seq2Seq m(s); }), "Seq2Seq: these sizes need at least"));
+  CHECK(has(error_of([] { GPT m({.vocab = 10, .d_model = 65536, .nhead = 1, .num_layers = 64}); }),
+            "GPT: these sizes need at least"));
+  BertConfig c = BertConfig::named("tiny", 100);
+  c.hidden_size = 32768, c.num_heads = 1, c.num_layers = 200;
+  CHECK(has(error_of([&] { BertForPreTraining m(c); }), "BertForPreTraining: these sizes need"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+}
