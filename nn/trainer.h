@@ -134,7 +134,7 @@ struct TrainerOptions {
   // anything is loaded: a changed hyperparameter is never printed and silently ignored.
   std::vector<std::string> resume_may_change = {
       "steps", "time-budget", "eval-every", "checkpoint-every", "keep-checkpoints", "log-every",
-      "threads", "device", "patience", "progress"};
+      "threads", "device", "patience", "progress", "dp-bucket-mb", "dp-no-overlap"};
   // Warn (progress line and a "diverging" key in metrics.jsonl) when the smoothed loss grows
   // beyond this many times its value after the first steps (0 = never).
   double divergence_factor = 10.0;

@@ -314,6 +314,9 @@ int main(int argc, char** argv) {
   ops->add_flag("--missing", missing_only, "Show only ops without gradcheck cases");
   CLI::App* devices = app.add_subcommand("devices", "List the devices this build can run on");
   CLI::App* version = app.add_subcommand("version", "Print the version and build configuration");
+  std::vector<std::string> help_path;
+  CLI::App* help = app.add_subcommand("help", "List every subcommand, or show one's help: graft help train seq2seq");
+  help->add_option("command", help_path, "The subcommand (and its subcommand) to explain");
 
   CLI::App* train = app.add_subcommand("train", "Train a model with nn::Trainer (progress, metrics, checkpoints, resume)");
   train->require_subcommand(1);
@@ -391,6 +394,21 @@ int main(int argc, char** argv) {
     if (ops->parsed()) return cmd_ops(filter, missing_only);
     if (devices->parsed()) return cmd_devices();
     if (version->parsed()) return cmd_version();
+    if (help->parsed()) {
+      CLI::App* at = &app;
+      for (const std::string& w : help_path) {
+        CLI::App* next = nullptr;
+        for (CLI::App* s : at->get_subcommands([](CLI::App*) { return true; }))
+          if (s->check_name(w)) next = s;
+        if (!next) {
+          fmt::print(stderr, "graft help: no subcommand '{}'; run 'graft help' for the list\n", w);
+          return 2;
+        }
+        at = next;
+      }
+      fmt::print("{}", at->get_formatter()->make_help(at, at->get_name(), CLI::AppFormatMode::Normal));
+      return 0;
+    }
     if (mlp->parsed()) return cmd_train_mlp(mlp_args);
     if (plot->parsed()) return cmd_plot(plot_dir, plot_width, plot_height);
     for (auto& c : extra)

@@ -179,6 +179,11 @@ void add_train_flags(CLI::App* sub, TrainFlags& f, const TrainFlagDefaults& d,
   if (d.bf16)
     sub->add_flag("--bf16", f.bf16, "bf16 mixed precision: matmuls in bfloat16 with f32 "
                   "accumulation (weights, gradients, optimizer state and loss stay f32)")->group(g);
+  sub->add_option("--dp-bucket-mb", f.dp_bucket_mb, "Under mpirun: gradients are averaged across "
+                  "ranks in buckets of this many MiB (docs/distributed.md)")
+      ->capture_default_str()->check(finite_in(0.001, 1024))->group(g);
+  sub->add_flag("--dp-no-overlap", f.dp_no_overlap, "Under mpirun: all-reduce the gradients after "
+                "backward instead of overlapping it with backward")->group(g);
 
   const bool derived_run_dir = !d.run_dir_help.empty();
   sub->callback([sub, &f, derived_run_dir, check = std::move(check)] {
@@ -207,6 +212,8 @@ nn::TrainerOptions to_trainer_options(const TrainFlags& f) {
   to.grad_accumulation = f.grad_accumulation;
   to.log_every = f.log_every;
   to.time_budget = f.time_budget;
+  to.dp_bucket_bytes = size_t(f.dp_bucket_mb * 1048576.0);
+  to.dp_overlap = !f.dp_no_overlap;
   return to;
 }
 
@@ -226,6 +233,8 @@ nlohmann::ordered_json train_config(const std::string& model, const TrainFlags& 
   j["threads"] = f.threads;
   j["device"] = f.device;
   if (f.has_bf16) j["bf16"] = f.bf16;
+  j["dp-bucket-mb"] = f.dp_bucket_mb;
+  j["dp-no-overlap"] = f.dp_no_overlap;
   return j;
 }
 

@@ -67,6 +67,8 @@ struct TrainFlags {
   std::string device;             // --device: "" = $GRAFT_DEVICE, else cpu
   bool bf16 = false;              // --bf16 (only where TrainFlagDefaults::bf16 offers it)
   bool has_bf16 = false;          // whether this command offers --bf16
+  double dp_bucket_mb = 4;        // --dp-bucket-mb: gradient bucket size under mpirun
+  bool dp_no_overlap = false;     // --dp-no-overlap: all-reduce after backward, not during it
 };
 
 // The few defaults a command may set differently, and what its help says.

@@ -212,4 +212,12 @@ for bad in "train seq2seq --attention nonsense" "train abcnn --variant 7" \
   "$G" $bad >/dev/null 2>&1 || rc=$?
   if [ "$rc" -ne 2 ]; then echo "graft $bad: exit $rc, expected 2" >&2; exit 1; fi
 done
+# graft help lists every subcommand, and explains one
+"$G" help >"$d/out"
+for c in ops devices version help train plot compile-info translate data; do
+  grep -Eq "^  $c " "$d/out" || { echo "graft help does not list $c" >&2; exit 1; }
+done
+"$G" help train seq2seq | grep -q -- "--time-budget"
+rc=0; "$G" help nonsense >/dev/null 2>&1 || rc=$?
+test "$rc" -eq 2
 echo "cli smoke: ok"

@@ -22,6 +22,11 @@ same_losses() {
 sh "$MPI" "$G" train mlp --steps 30 --batch 64 --threads 1 --run-dir "$d/m2" >"$d/out" 2>&1
 grep -q "data parallel: 2 ranks" "$d/out"
 same_losses "$d/m1" "$d/m2" 30
+# the same with the all-reduce after backward, in one-parameter buckets
+sh "$MPI" "$G" train mlp --steps 30 --batch 64 --threads 1 --run-dir "$d/m3" --dp-no-overlap \
+  --dp-bucket-mb 0.001 >"$d/out" 2>&1
+grep -q "after backward" "$d/out"
+same_losses "$d/m1" "$d/m3" 30
 
 TF="train transformer --task reverse --steps 20 --batch 32 --dropout 0 --d-model 32 --heads 2
     --layers 1 --ffn 64 --train-size 400 --test-size 20 --threads 1"
