@@ -60,7 +60,7 @@ bible_runs() {
   "$G" data prepare bible-en-es --data-dir "$OUT/data" >&2
   run bible gru-general-20min --task bible --data-dir "$OUT/data" --cell gru --attention general \
     --embed 128 --hidden 192 --vocab-size 4000 --batch 32 --lr 3e-3 --train-size 30008 \
-    --steps 100000 --max-minutes 20 --eval-every 0 --test-size 845 --beam 5
+    --steps 100000 --time-budget 1200 --eval-every 0 --test-size 845 --beam 5
 }
 
 for part in "$@"; do
