@@ -310,8 +310,14 @@ PairBatch make_pair_batch(const std::vector<SentencePair>& pairs,
   GRAFT_CHECK(S >= 1, "make_pair_batch: max_len must be >= 1, got {}", S);
   GRAFT_CHECK(!indices.empty(), "make_pair_batch: empty batch");
   const int64_t B = int64_t(indices.size());
-  std::vector<int64_t> a(size_t(B * S), PairVocab::kPad), b(size_t(B * S), PairVocab::kPad), y;
   PairBatch out;
+  // The batch tensors first, filled in place: their allocation checks the sizes (a clear error
+  // for a huge max_len, where host vectors of B S ids would throw std::bad_alloc).
+  out.a = full({B, S}, double(PairVocab::kPad), DType::i64);
+  out.b = full({B, S}, double(PairVocab::kPad), DType::i64);
+  int64_t* a = out.a.data<int64_t>();
+  int64_t* b = out.b.data<int64_t>();
+  std::vector<int64_t> y;
   for (int64_t i = 0; i < B; ++i) {
     const int64_t k = indices[size_t(i)];
     GRAFT_CHECK(k >= 0 && k < int64_t(pairs.size()), "make_pair_batch: index {} out of range "
@@ -324,8 +330,6 @@ PairBatch make_pair_batch(const std::vector<SentencePair>& pairs,
     out.len_b.push_back(lb);
     y.push_back(p.label);
   }
-  out.a = from_vector(a, {B, S});
-  out.b = from_vector(b, {B, S});
   out.label = from_vector(y, {B});
   return out;
 }

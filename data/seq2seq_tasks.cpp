@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "ops/error.h"
+#include "ops/storage.h"
 
 namespace graft::data {
 
@@ -92,6 +93,12 @@ std::vector<Example> make_task(const std::string& task, int64_t n, const TaskOpt
               "make_task: unknown task '{}'; expected one of {}", task, fmt::join(names, ", "));
   GRAFT_CHECK(n >= 0, "make_task({}): the number of examples must be >= 0, got {}", task, n);
   check_options(task, opt);
+  // At least the two strings' headers and a short heap buffer each per example: refuse a count
+  // that cannot fit before reserving room for it.
+  const double need = double(n) * double(sizeof(Example) + 64);
+  GRAFT_CHECK(need <= double(physical_memory_bytes()), "make_task({}): {} examples need at least "
+              "{}; this machine has {} of memory; hint: ask for fewer", task, n,
+              format_bytes(need), format_bytes(double(physical_memory_bytes())));
   std::vector<Example> out;
   out.reserve(size_t(n));
   for (int64_t i = 0; i < n; ++i)

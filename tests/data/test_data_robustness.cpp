@@ -18,6 +18,7 @@
 
 #include "data/bert_pretraining.h"
 #include "data/pairs.h"
+#include "data/seq2seq_tasks.h"
 #include "data/parallel_corpus.h"
 #include "data/text_io.h"
 #include "data/tokenizer.h"
@@ -262,4 +263,17 @@ TEST_CASE("WordPiece tokenize: a text of 300k special tokens in linear time") {
   CHECK(ids[299'999] == tok.sep_id());
   CHECK(tok.tokenize("a[MASK]b[PAD][MASK]") ==
         std::vector<std::string>{"[UNK]", "[MASK]", "[UNK]", "[PAD]", "[MASK]"});
+}
+
+TEST_CASE("sizes that cannot fit in memory are errors before anything is allocated") {
+  Generator g(1);
+  const std::string e = error_of([&] { make_task("copy", int64_t(1) << 40, {}, g); });
+  CHECK(has(e, "make_task(copy): 1099511627776 examples need at least"));
+  CHECK(make_task("copy", 3, {}, g).size() == 3);
+  const std::vector<SentencePair> pairs = synthetic_pairs(2, 1);
+  const PairVocab v = PairVocab::build(pairs);
+  CHECK(has(error_of([&] { make_pair_batch(pairs, {0, 1}, v, int64_t(1) << 40); }), "cannot allocate"));
+  const PairBatch b = make_pair_batch(pairs, {0, 1}, v, 3);
+  CHECK(b.a.shape() == Shape{2, 3});
+  CHECK(b.a.to_vector<int64_t>()[0] == v.id(pairs[0].a[0]));
 }
