@@ -389,6 +389,10 @@ std::unique_ptr<IncrementalDecoder> Seq2Seq::decoder(const Tensor& src, const Te
 std::vector<Hypothesis> Seq2Seq::translate(const std::vector<std::vector<int64_t>>& src,
                                            const DecodeOptions& opt, int64_t batch_size) {
   GRAFT_CHECK(batch_size >= 1, "Seq2Seq.translate: batch_size must be >= 1, got {}", batch_size);
+  // before encoding anything (minutes for a huge input whose decode would then be refused)
+  GRAFT_CHECK(opt.max_len >= 0 && opt.max_len <= kMaxDecodeLen, "Seq2Seq.translate: max_len must "
+              "be in [0, {}], got {}; hint: shorter inputs, or pass the output length", kMaxDecodeLen,
+              opt.max_len);
   const bool was_training = is_training();
   eval();
   std::vector<Hypothesis> out;

@@ -171,6 +171,12 @@ TEST_CASE("decoding a NaN model is defined (no NaN reaches the sorts); max_len i
   REQUIRE(beam.size() == 1);
   CHECK(has(error_of([&] { m.translate({{4}}, {.max_len = int64_t(1) << 40}); }),
             "max_len must be in [0, 1048576]"));
+  auto dec = m.decoder(from_vector(std::vector<int64_t>{4, 5}, {1, 2}),
+                       from_vector(std::vector<int64_t>{2}, {1}));
+  CHECK(has(error_of([&] { greedy_decode(*dec, 1, {.max_len = int64_t(1) << 21}); }),
+            "greedy_decode: max_len must be in [0, 1048576]"));
+  CHECK(has(error_of([&] { beam_search(*dec, 1, {.beam = 2, .max_len = -1}); }),
+            "beam_search: max_len must be in [0, 1048576]"));
 }
 
 TEST_CASE("GPT: generation limits do not overflow; NaN logits are an error, not UB") {
