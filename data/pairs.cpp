@@ -221,6 +221,7 @@ std::vector<SentencePair> read_pairs_tsv(const std::string& path) {
   while (std::getline(in, line)) {
     ++line_no;
     strip_cr(line);
+    if (line_no == 1) strip_bom(line);
     if (line.empty()) continue;
     const std::vector<std::string> f = split(line, '\t');
     GRAFT_CHECK(f.size() == 3 && (f[0] == "0" || f[0] == "1"),

@@ -118,6 +118,7 @@ std::vector<Example> read_parallel_tsv(const std::string& path, int64_t limit) {
   while (std::getline(in, line) && (limit <= 0 || int64_t(out.size()) < limit)) {
     ++lineno;
     strip_cr(line);
+    if (lineno == 1) strip_bom(line);
     if (line.empty()) continue;
     std::vector<std::string> f;
     size_t start = 0, tab;

@@ -5,6 +5,7 @@
 //   std::ifstream in = data::open_text_file(path, "Vocab.load", "one token per line");
 //   for (std::string line; std::getline(in, line);) {
 //     data::strip_cr(line);                                      // "<pad>\r" -> "<pad>"
+//     if (first) data::strip_bom(line);                          // a Windows editor's BOM
 //     GRAFT_CHECK(ok, "line is '{}'", data::printable(line));    // "\r" shows as \r
 //   }
 #pragma once
@@ -26,13 +27,22 @@ inline void strip_cr(std::string& line) {
   if (!line.empty() && line.back() == '\r') line.pop_back();
 }
 
-// s as it can be shown in an error message: backslash, control characters and DEL escaped
-// (\\ \r \n \t, else \xNN), cut to max_chars bytes with "..." after.
+// Drops a UTF-8 byte order mark (EF BB BF) at the start of s: editors on Windows write one at
+// the start of "UTF-8" text files. Call it on a file's first line.
+inline void strip_bom(std::string& s) {
+  if (s.compare(0, 3, "\xEF\xBB\xBF") == 0) s.erase(0, 3);
+}
+
+// s as it can be shown in an error message: backslash, control characters, DEL and the
+// invisible U+FEFF escaped (\\ \r \n \t \ufeff, else \xNN), cut to max_chars bytes with "...".
 inline std::string printable(std::string_view s, size_t max_chars = 80) {
   std::string out;
   for (size_t i = 0; i < s.size() && i < max_chars; ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '\\') out += "\\\\";
+    if (s.compare(i, 3, "\xEF\xBB\xBF") == 0) {  // U+FEFF, invisible in a terminal
+      out += "\\ufeff";
+      i += 2;
+    } else if (c == '\\') out += "\\\\";
     else if (c == '\r') out += "\\r";
     else if (c == '\n') out += "\\n";
     else if (c == '\t') out += "\\t";

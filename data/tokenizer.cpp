@@ -95,6 +95,7 @@ Vocab Vocab::load(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) {
     strip_cr(line);  // CRLF line endings (save() writes a carriage return in a token escaped)
+    if (lines.empty()) strip_bom(line);
     lines.push_back(unescape(line, path, int64_t(lines.size()) + 1));
   }
   GRAFT_CHECK(lines.size() >= 4, "Vocab.load: {} has {} lines; expected at least the 4 specials "

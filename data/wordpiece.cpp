@@ -602,6 +602,7 @@ WordPieceTokenizer WordPieceTokenizer::load(const std::string& vocab_path,
   std::stringstream ss;
   ss << f.rdbuf();
   std::string all = ss.str();
+  strip_bom(all);
   // Python's text mode: \r\n and a lone \r end a line as well as \n.
   std::vector<std::string> tokens;
   std::string cur;

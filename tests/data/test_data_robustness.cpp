@@ -77,6 +77,7 @@ TEST_CASE("text_io: printable escapes control characters; strip_cr drops one CR"
   CHECK(printable("a\tb\nc\\d\x01\x7f") == "a\\tb\\nc\\\\d\\x01\\x7f");
   CHECK(printable(std::string(100, 'x'), 10) == "xxxxxxxxxx...");
   CHECK(printable("h\xc3\xa9") == "h\xc3\xa9");  // UTF-8 stays readable
+  CHECK(printable("\xEF\xBB\xBFx") == "\\ufeffx");  // but an invisible BOM is shown
   std::string s = "tok\r\r";
   strip_cr(s);
   CHECK(s == "tok\r");
@@ -276,4 +277,25 @@ TEST_CASE("sizes that cannot fit in memory are errors before anything is allocat
   const PairBatch b = make_pair_batch(pairs, {0, 1}, v, 3);
   CHECK(b.a.shape() == Shape{2, 3});
   CHECK(b.a.to_vector<int64_t>()[0] == v.id(pairs[0].a[0]));
+}
+
+TEST_CASE("a UTF-8 byte order mark at the start of a file is ignored") {
+  TempDir t("bom");
+  const std::string bom = "\xEF\xBB\xBF";
+  const Vocab v = Vocab::load(t.file("v.txt", bom + crlf("<pad>\n<bos>\n<eos>\n<unk>\nx\n")));
+  CHECK(v.token(0) == "<pad>");
+  CHECK(v.id("x") == 4);
+  const WordPieceTokenizer w =
+      WordPieceTokenizer::load(t.file("wp.txt", bom + "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhi\n"));
+  CHECK(w.pad_id() == 0);
+  CHECK(w.encode("hi") == std::vector<int64_t>{5});
+  const auto p = read_parallel_tsv(t.file("p.tsv", bom + "key\ten\tes\na\tb\n"));
+  REQUIRE(p.size() == 1);  // the header is recognised behind the mark
+  CHECK(p[0].source == "a");
+  const auto q = read_pairs_tsv(t.file("q.tsv", bom + "1\ta\tb\n"));
+  REQUIRE(q.size() == 1);
+  CHECK(q[0].label == 1);
+  std::string s = "\xEF\xBB";  // a truncated mark is kept
+  strip_bom(s);
+  CHECK(s == "\xEF\xBB");
 }
