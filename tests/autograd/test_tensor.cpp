@@ -206,9 +206,11 @@ TEST_CASE("storage: tensors that fit one by one but not together are refused") {
   }
   const size_t n = held.size();
   held.clear();
-  CHECK(n >= 3);
-  if (overcommit != 2) CHECK(has(e, "graft's tensors already hold"));
+  // At most four quarters fit (fewer if other tensors are live, or if the allocator refuses
+  // first on a busy machine: "out of memory"); without the count all 64 were handed out.
+  CHECK(n <= 4);
   CHECK(has(e, "cannot allocate"));
+  if (n == 3 && overcommit != 2) CHECK(has(e, "graft's tensors already hold"));
   CHECK_NOTHROW(empty({quarter}));  // the bytes were given back
 }
 
