@@ -273,6 +273,7 @@ data::WordPieceTokenizer pretrain_tokenizer(const PretrainArgs& a, const std::st
 int run_pretrain(const PretrainArgs& a) {
   set_threads(a.train);
   nn::TrainerOptions to = to_trainer_options(a.train);
+  schedule_spans_steps(to);  // warmup, then linear decay to --steps
   to.items_name = "sequences";
   to.config_json = json_dump(pretrain_config(a));
   check_run_dir(to, "train bert-pretrain");  // before anything is read, built or written
@@ -446,6 +447,7 @@ int run_finetune(const FinetuneArgs& a) {
   to.early_stopping_metric = "accuracy", to.early_stopping_mode = "max";
   // How much of dev/test the evaluations read changes no training step.
   to.resume_may_change.insert(to.resume_may_change.end(), {"eval-size", "test-size"});
+  schedule_spans_steps(to);  // warmup, then linear decay to --steps
   to.config_json = json_dump(finetune_config(a));
   check_run_dir(to, "train bert-finetune");  // before minutes of data preparation
   const auto t0 = std::chrono::steady_clock::now();

@@ -239,6 +239,7 @@ int cmd_train_mlp(const MlpArgs& a) {
                                      f.eval_every);
 
   nn::TrainerOptions to = tools::to_trainer_options(f);
+  if (a.schedule == "cosine") tools::schedule_spans_steps(to);  // the cosine ends at --steps
   to.config_json = mlp_config_json(a);
   to.items_name = "samples";
   nn::Trainer trainer(

@@ -217,6 +217,10 @@ nn::TrainerOptions to_trainer_options(const TrainFlags& f) {
   return to;
 }
 
+void schedule_spans_steps(nn::TrainerOptions& to) {
+  std::erase(to.resume_may_change, std::string("steps"));
+}
+
 nlohmann::ordered_json train_config(const std::string& model, const TrainFlags& f) {
   nlohmann::ordered_json j;
   j["model"] = model;

@@ -92,6 +92,10 @@ void add_train_flags(CLI::App* sub, TrainFlags& flags, const TrainFlagDefaults& 
 // The nn::TrainerOptions the flags set (config_json, items_name and early-stopping metric are
 // the command's). checkpoint_every is 0 without a run directory.
 nn::TrainerOptions to_trainer_options(const TrainFlags& f);
+// For a command whose learning-rate schedule is built from --steps (cosine or linear decay to
+// the last step): --steps may then not change on --resume, because the restored schedule would
+// jump to another curve; resume refuses, naming the flag.
+void schedule_spans_steps(nn::TrainerOptions& to);
 
 // A run's configuration as config.json stores it: {"model": model, then the common flags by
 // long name}; run-dir, resume, overwrite and config are left out. Commands add their own flags

@@ -212,6 +212,12 @@ for bad in "train seq2seq --attention nonsense" "train abcnn --variant 7" \
   "$G" $bad >/dev/null 2>&1 || rc=$?
   if [ "$rc" -ne 2 ]; then echo "graft $bad: exit $rc, expected 2" >&2; exit 1; fi
 done
+# mlp's cosine schedule spans --steps: resuming with other --steps is refused, naming it (the
+# restored schedule would jump to another curve); the same --steps resumes
+"$G" train mlp --steps 20 --run-dir "$d/sched" >"$d/out" 2>&1
+rc=0; "$G" train mlp --steps 40 --run-dir "$d/sched" --resume >"$d/out" 2>&1 || rc=$?
+test "$rc" -eq 1 && grep -q "steps: 20 -> 40" "$d/out"
+"$G" train mlp --steps 20 --run-dir "$d/sched" --resume >"$d/out" 2>&1
 # graft help lists every subcommand, and explains one
 "$G" help >"$d/out"
 for c in ops devices version help train plot compile-info translate data; do
