@@ -57,15 +57,12 @@ void write_atomic(const std::string& path, const std::string& text) {
   }
 }
 
-// Installs the Debian packages when `have` is false, then requires it.
+// Requires what `have` checks for; the library never installs anything itself, it says what
+// is missing and how to get it (the ./graft wrapper installs these packages for you).
 void ensure(const std::function<bool()>& have, const std::string& packages) {
-  if (have()) return;
-  const std::string sudo = ::geteuid() == 0 ? "" : "sudo ";
-  fmt::print(stderr, "installing {} (Debian packages)\n", packages);
-  int st = 0;
-  run_command(sudo + "apt-get install -y " + packages + " >&2", st);
-  GRAFT_CHECK(have(), "prepare_english_text: {} missing and installing failed; hint: apt-get "
-              "install {}", packages, packages);
+  GRAFT_CHECK(have(), "prepare_english_text: needs the Debian packages {}, which are not "
+              "installed; hint: sudo apt-get install {} (or run it as ./graft data prepare "
+              "english-text, which installs them)", packages, packages);
 }
 
 }  // namespace

@@ -150,14 +150,11 @@ BibleInfo prepare_bible_en_es(const std::string& data_dir) {
     const std::string mods = run("diatheke -b system -k modulelist 2>/dev/null", st);
     return mods.find(en_mod) != std::string::npos && mods.find(es_mod) != std::string::npos;
   };
-  if (!have()) {
-    const std::string sudo = ::geteuid() == 0 ? "" : "sudo ";
-    fmt::print(stderr, "installing diatheke sword-text-web sword-text-sparv (Debian packages)\n");
-    run(sudo + "apt-get install -y diatheke sword-text-web sword-text-sparv >&2", st);
-    GRAFT_CHECK(have(), "prepare_bible_en_es: diatheke or the SWORD modules {} / {} are missing "
-                "and installing them failed; hint: apt-get install diatheke sword-text-web "
-                "sword-text-sparv", en_mod, es_mod);
-  }
+  // The library never installs anything: it says what is missing (./graft installs it).
+  GRAFT_CHECK(have(), "prepare_bible_en_es: needs diatheke and the SWORD modules {} / {} "
+              "(Debian packages diatheke sword-text-web sword-text-sparv), which are not "
+              "installed; hint: sudo apt-get install diatheke sword-text-web sword-text-sparv (or "
+              "run it as ./graft data prepare bible-en-es, which installs them)", en_mod, es_mod);
   auto read = [&](const std::string& mod) {
     const std::string text = run(fmt::format("diatheke -b {} -f plain -k 'Genesis 1:1-Revelation 22:21' 2>/dev/null", mod), st);
     GRAFT_CHECK(st == 0, "prepare_bible_en_es: diatheke -b {} failed (status {})", mod, st);
