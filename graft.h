@@ -52,11 +52,13 @@
 #include "data/batching.h"
 #include "data/bert_pretraining.h"
 #include "data/bleu.h"
+#include "data/english_text.h"
 #include "data/pairs.h"
 #include "data/parallel_corpus.h"
 #include "data/seq2seq_tasks.h"
 #include "data/spirals.h"
 #include "data/tokenizer.h"
+#include "data/wordnet_lexnames.h"
 #include "data/wordpiece.h"
 
 #include "models/abcnn.h"
