@@ -1,7 +1,7 @@
 // graft::compile corner cases of the plan's passes, each against eager execution: a random
 // draw whose result is unused still advances the generator (dead-code elimination keeps it),
-// and a fused elementwise group whose element count is not a multiple of its tile runs its
-// last, partial tile.
+// a fused elementwise group whose element count is not a multiple of its tile runs its last,
+// partial tile, and a buffer read as a broadcast scalar is not written inside its group.
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -49,7 +49,7 @@ TEST_CASE("compile: a fused group runs its last, partial tile") {
     return {tanh(in[0] * 2.0 + 1.0) * in[0] - in[0]};
   };
   CompiledFunction f = compile(fn);
-  f({x});  // trace
+  f({x * 0.5});  // trace with other values: the replay must compute every element itself
   const trace::Graph* g = f.plan_for({x});
   REQUIRE(g != nullptr);
   REQUIRE_FALSE(g->groups.empty());  // the chain is fused...
@@ -57,4 +57,23 @@ TEST_CASE("compile: a fused group runs its last, partial tile") {
   const std::vector<float> got = values(f({x})[0]);
   const std::vector<float> want = values(fn({x})[0]);
   CHECK(got == want);  // every element, the partial tile's included
+}
+
+TEST_CASE("compile: a buffer read as a broadcast scalar is not overwritten within its group") {
+  // y = x * b[0], then b += x in place: fused tile by tile, the second tile of y would read
+  // b[0] after the first tile of the add had changed it. The planner keeps them apart.
+  Generator gen(4);
+  Tensor x = uniform({5000}, -1, 1, DType::f32, &gen);
+  auto fn = [](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor b = in[0] * 2.0;
+    Tensor y = in[0] * b.narrow(0, 0, 1);
+    b.add_(in[0]);
+    return {y, b};
+  };
+  CompiledFunction f = compile(fn);
+  f({x * 0.5});  // trace
+  const std::vector<Tensor>& got = f({x});
+  const std::vector<Tensor> want = fn({x});
+  CHECK(values(got[0]) == values(want[0]));
+  CHECK(values(got[1]) == values(want[1]));
 }
