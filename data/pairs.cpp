@@ -183,6 +183,8 @@ PairSplits wordnet_gloss_pairs(const std::string& dir, uint64_t seed) {
         if (!hard.empty() && rng() % 2 == 0) {
           j = hard[rng() % hard.size()];
         } else {
+          GRAFT_CHECK(syns.size() >= 2, "wordnet: {} holds one synset with a gloss; the task needs "
+                      "at least two synsets (a negative is another synset's gloss)", path);
           while (j == i) j = size_t(rng() % syns.size());
         }
         out.push_back({a, tokenize_words(syns[j].gloss), 0});

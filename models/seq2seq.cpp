@@ -65,7 +65,7 @@ Seq2SeqOptions Seq2SeqOptions::from_json(const std::string& text) {
       else if (k == "doubly_stochastic") o.doubly_stochastic = json_real(v, kOwner, k, 0.0, 1e9);
       else if (k == "entropy_weight") o.entropy_weight = json_real(v, kOwner, k, -1e9, 1e9);
       else if (k == "baseline_decay") o.baseline_decay = json_real(v, kOwner, k, 0.0, 1.0);
-      else if (k == "seed") o.seed = v.get<uint64_t>();
+      else if (k == "seed") o.seed = uint64_t(json_int(v, kOwner, k, 0, INT64_MAX));
       else throw Error(fmt::format("Seq2SeqOptions.from_json: unknown key '{}'", k));
     }
   } catch (const nlohmann::json::exception& e) {

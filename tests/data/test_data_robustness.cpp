@@ -299,3 +299,10 @@ TEST_CASE("a UTF-8 byte order mark at the start of a file is ignored") {
   strip_bom(s);
   CHECK(s == "\xEF\xBB");
 }
+
+TEST_CASE("wordnet_gloss_pairs: one synset with a gloss is an error, not an endless draw") {
+  // The negative of an example is another synset's gloss; with a single synset there is none.
+  TempDir t("wordnet_one_synset");
+  t.file("data.noun", "00001740 03 n 01 entity 0 000 | a thing; \"an example\"\n");
+  CHECK(has(error_of([&] { wordnet_gloss_pairs(t.dir.string()); }), "at least two synsets"));
+}

@@ -207,3 +207,11 @@ TEST_CASE("models whose weights cannot fit in memory are refused at once, naming
   CHECK(has(error_of([&] { BertForPreTraining m(c); }), "BertForPreTraining: these sizes need"));
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
 }
+
+TEST_CASE("Seq2SeqOptions.from_json: seed is an integer in [0, 2^63 - 1] (a float is refused)") {
+  // A float seed outside uint64's range was converted with undefined behaviour.
+  CHECK(has(error_of([] { Seq2SeqOptions::from_json(R"({"seed": 1.2e35})"); }), "\"seed\""));
+  CHECK(has(error_of([] { Seq2SeqOptions::from_json(R"({"seed": 2.5})"); }), "\"seed\""));
+  CHECK(has(error_of([] { Seq2SeqOptions::from_json(R"({"seed": -1})"); }), "\"seed\""));
+  CHECK(Seq2SeqOptions::from_json(R"({"seed": 42})").seed == 42);
+}
