@@ -83,13 +83,14 @@ bool parse_int(const char* s, int64_t lo, int64_t& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::DataParallel dp(&argc, &argv);  // under mpirun: each rank takes B / ranks rows
   int64_t steps = 10, warmup = 2, threads = 0, seed = 0;
   double dropout = 0.1;
-  bool bf16 = false;
+  bool bf16 = false, overlap = true;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--bf16") {
-      bf16 = true;
+    if (flag == "--bf16" || flag == "--dp-no-overlap") {
+      (flag == "--bf16" ? bf16 : overlap) = flag == "--bf16";
       --i;  // no value
       continue;
     }
@@ -102,7 +103,7 @@ int main(int argc, char** argv) {
                     : flag == "--threads" ? &threads : flag == "--seed" ? &seed : nullptr;
     if (!target || i + 1 >= argc || !parse_int(argv[i + 1], flag == "--steps" || flag == "--threads" ? 1 : 0, *target)) {
       std::fprintf(stderr, "bench_bert_mlm: bad argument '%s'\nusage: bench_bert_mlm [--threads N>=1] "
-                   "[--steps N>=1] [--warmup N>=0] [--seed N>=0] [--dropout P in [0, 1)] [--bf16]\n", argv[i]);
+                   "[--steps N>=1] [--warmup N>=0] [--seed N>=0] [--dropout P in [0, 1)] [--bf16] [--dp-no-overlap]\n", argv[i]);
       return 2;
     }
   }
@@ -121,6 +122,10 @@ int main(int argc, char** argv) {
   models::BertForPreTraining model(c);
   optim::AdamW opt(model.parameters(), {.lr = 1e-4, .weight_decay = 0.01});
   Batch batch = make_batch(B, L, V, uint64_t(seed) + 1);
+  const dist::Range mine = dist::shard(B);  // all rows with one process
+  for (Tensor* t : {&batch.ids, &batch.types, &batch.labels, &batch.nsp})
+    *t = t->narrow(0, mine.begin, mine.count).contiguous();
+  dp.attach(model.parameters(), overlap);
   model.train();
   std::vector<double> ms;
   double first = 0, last = 0, cpu = 0;
@@ -133,7 +138,9 @@ int main(int argc, char** argv) {
       AutocastGuard ac(bf16 ? Precision::bf16 : Precision::f32);
       out = model.loss(batch.ids, batch.types, batch.labels, batch.nsp);
     }
+    dp.before_backward();
     out.loss.backward();
+    dp.after_backward();
     opt.step();
     const double loss = out.loss.item<double>();  // as loss.item() in the reference: a sync point
     const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -152,9 +159,10 @@ int main(int argc, char** argv) {
       "\"step_ms_median\": %.2f, \"step_ms_min\": %.2f, \"tokens_per_step\": %ld, "
       "\"tokens_per_s\": %.1f, \"rss_peak_mib\": %.1f, \"cpu_ms_per_step\": %.1f, "
       "\"masked_tokens\": %ld, \"params\": %ld, \"loss_first\": %.4f, \"loss_last\": %.4f, "
-      "\"dropout\": %g, \"warmup\": %ld, \"steps\": %ld, \"seed\": %ld}\n",
+      "\"dropout\": %g, \"warmup\": %ld, \"steps\": %ld, \"seed\": %ld, \"ranks\": %d}\n",
       bf16 ? "bf16" : "f32", omp_get_max_threads(), mean, median, sorted.front(), long(B * L),
       double(B * L) / (mean / 1000.0), vm_hwm_mib(), cpu / double(n), long(batch.masked),
-      long(model.num_parameters()), first, last, dropout, long(warmup), long(steps), long(seed));
+      long(model.num_parameters()), first, last, dropout, long(warmup), long(steps), long(seed),
+      dist::world_size());
   return 0;
 }

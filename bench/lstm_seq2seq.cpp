@@ -102,6 +102,9 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+bench::DataParallel* g_dp = nullptr;  // under mpirun (one-measurement mode): this rank's share
+bool g_dp_overlap = true;             // --dp-no-overlap: all-reduce after backward
+
 // Runs warmup + steps training steps of one variant in this process.
 Result run_variant(const std::string& variant, int64_t warmup, int64_t steps) {
   manual_seed(0);
@@ -117,12 +120,18 @@ Result run_variant(const std::string& variant, int64_t warmup, int64_t steps) {
     tin_flat.push_back(kBos);
     tin_flat.insert(tin_flat.end(), tgt[size_t(b)].begin(), tgt[size_t(b)].end() - 1);
   }
+  // under mpirun each rank trains on its rows [begin, begin + n) of the batch
+  const dist::Range mine = dist::shard(B);
+  const int64_t n = mine.count;
+  src = {src.begin() + mine.begin, src.begin() + mine.begin + n};
+  tgt = {tgt.begin() + mine.begin, tgt.begin() + mine.begin + n};
   Result res;
   std::unique_ptr<ExactModel> exact;
   std::unique_ptr<models::Seq2Seq> model;
   data::Seq2SeqBatch batch;
-  Tensor src_t = from_vector(src_flat, {B, S}), tin_t = from_vector(tin_flat, {B, T}),
-         tgt_t = from_vector(tgt_flat, {B * T});
+  Tensor src_t = from_vector(src_flat, {B, S}).narrow(0, mine.begin, n).contiguous(),
+         tin_t = from_vector(tin_flat, {B, T}).narrow(0, mine.begin, n).contiguous(),
+         tgt_t = from_vector(tgt_flat, {B * T}).narrow(0, mine.begin * T, n * T).contiguous();
   std::vector<Tensor> params;
   if (variant == "exact") {
     exact = std::make_unique<ExactModel>();
@@ -137,6 +146,7 @@ Result run_variant(const std::string& variant, int64_t warmup, int64_t steps) {
     params = model->parameters();
   }
   for (const Tensor& p : params) res.params += p.numel();
+  if (g_dp) g_dp->attach(params, g_dp_overlap);
   optim::Adam opt(params, {.lr = 1e-3});
   double cpu_total = 0;
   for (int64_t s = 0; s < warmup + steps; ++s) {
@@ -145,10 +155,12 @@ Result run_variant(const std::string& variant, int64_t warmup, int64_t steps) {
     opt.zero_grad();
     Tensor loss;
     if (exact)
-      loss = cross_entropy(exact->logits(src_t, tin_t).reshape({B * T, V}), tgt_t);
+      loss = cross_entropy(exact->logits(src_t, tin_t).reshape({n * T, V}), tgt_t);
     else
       loss = model->loss(batch).loss;
+    if (g_dp) g_dp->before_backward();
     loss.backward();
+    if (g_dp) g_dp->after_backward();
     opt.step();
     const double l = loss.item();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -207,7 +219,13 @@ double json_number(const std::string& line, const std::string& key) {
 int main(int argc, char** argv) {
   int64_t steps = 20, warmup = 3, threads = 0;
   std::string variant = "both", ref;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (std::strcmp(argv[i], "--dp-no-overlap") == 0) {
+      g_dp_overlap = false;
+      --i;  // no value
+      continue;
+    }
+    if (i + 1 >= argc) break;
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::max<int64_t>(1, std::stoll(argv[i + 1]));
     else if (std::strcmp(argv[i], "--warmup") == 0) warmup = std::max<int64_t>(0, std::stoll(argv[i + 1]));
     else if (std::strcmp(argv[i], "--threads") == 0) threads = std::stoll(argv[i + 1]);
@@ -215,6 +233,8 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--ref") == 0) ref = argv[i + 1];
   }
   if (threads > 0 && variant != "both") {  // one measurement in this process
+    bench::DataParallel dp(&argc, &argv);  // under mpirun: the batch split over the ranks
+    g_dp = &dp;
     omp_set_num_threads(int(threads));
     Result r = run_variant(variant, warmup, steps);
     const double mean = std::accumulate(r.ms.begin(), r.ms.end(), 0.0) / double(r.ms.size());
@@ -222,11 +242,12 @@ int main(int argc, char** argv) {
         "{\"name\": \"lstm_seq2seq\", \"variant\": \"%s\", \"threads\": %d, \"step_ms_mean\": %.2f, "
         "\"step_ms_median\": %.2f, \"step_ms_min\": %.2f, \"cpu_ms_per_step\": %.1f, "
         "\"tgt_tokens_per_s\": %.1f, \"src_tgt_tokens_per_s\": %.1f, \"peak_rss_mib\": %.1f, "
-        "\"params\": %ld, \"loss_first\": %.4f, \"loss_last\": %.4f, \"steps\": %ld}\n",
+        "\"params\": %ld, \"loss_first\": %.4f, \"loss_last\": %.4f, \"steps\": %ld, \"ranks\": %d}\n",
         variant.c_str(), omp_get_max_threads(), mean, median(r.ms),
         *std::min_element(r.ms.begin(), r.ms.end()), r.cpu_ms_per_step, double(B * T) / (mean / 1e3),
         double(B * (S + T)) / (mean / 1e3), vm_hwm_mib(), long(r.params), r.loss_first, r.loss_last,
-        long(steps));
+        long(steps), dist::world_size());
+    g_dp = nullptr;
     return 0;
   }
   // Driver: one child process per (threads, variant), then the reference script.
