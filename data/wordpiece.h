@@ -57,6 +57,7 @@ bool is_punctuation(char32_t c);  // ASCII punctuation or a P* category
 bool is_whitespace(char32_t c);   // ' ', \t, \n, \r, Zs, U+2028/2029
 bool is_control(char32_t c);      // Cc/Cf/Co except \t \n \r
 bool is_cjk(char32_t c);          // CJK Unified Ideographs blocks (as BERT)
+bool is_mark_nonspacing(char32_t c);  // Mn: combining marks, dropped when stripping accents
 char32_t to_lower(char32_t c);
 std::u32string nfd(std::u32string_view s);  // canonical decomposition (table range only)
 std::u32string nfc(std::u32string_view s);  // decomposition + pairwise recomposition
