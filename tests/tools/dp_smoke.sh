@@ -39,7 +39,8 @@ same_losses "$d/t1" "$d/t2" 20
 test "$(grep -c '^20 steps in' "$d/out")" -eq 1
 
 # kill -9 one rank once a checkpoint exists: mpirun (and the other rank) end within 30 s
-LONG="train mlp --steps 100000 --batch 64 --hidden 256 --threads 1 --checkpoint-every 20"
+# (a constant LR schedule, so that --steps may change on resume)
+LONG="train mlp --steps 100000 --batch 64 --hidden 256 --threads 1 --checkpoint-every 20 --schedule constant"
 # shellcheck disable=SC2086
 sh "$MPI" "$G" $LONG --run-dir "$d/k" >"$d/kout" 2>&1 &
 mpi_pid=$!
@@ -59,10 +60,10 @@ cp -r "$d/k" "$d/k1"
 # resume on 2 ranks and, from the same checkpoint, on 1
 END=$((step + 20))
 sh "$MPI" "$G" train mlp --steps $END --batch 64 --hidden 256 --threads 1 --checkpoint-every 20 \
-  --run-dir "$d/k" --resume >"$d/out" 2>&1
+  --schedule constant --run-dir "$d/k" --resume >"$d/out" 2>&1
 grep -q "after $END steps" "$d/out"
 "$G" train mlp --steps $END --batch 64 --hidden 256 --threads 1 --checkpoint-every 20 \
-  --run-dir "$d/k1" --resume >"$d/out" 2>&1
+  --schedule constant --run-dir "$d/k1" --resume >"$d/out" 2>&1
 grep -q "after $END steps" "$d/out"
 same_losses "$d/k" "$d/k1" "$END"
 echo "dp smoke: ok"
