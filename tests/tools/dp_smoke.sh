@@ -66,4 +66,11 @@ grep -q "after $END steps" "$d/out"
   --schedule constant --run-dir "$d/k1" --resume >"$d/out" 2>&1
 grep -q "after $END steps" "$d/out"
 same_losses "$d/k" "$d/k1" "$END"
+# an error on one rank only (rank 0 cannot write metrics.jsonl, a directory here) ends every
+# rank at once through MPI_Abort instead of leaving rank 1 waiting in a collective
+mkdir -p "$d/e/metrics.jsonl"
+rc=0
+timeout 60 sh "$MPI" "$G" train mlp --steps 50 --threads 1 --run-dir "$d/e" >"$d/out" 2>&1 || rc=$?
+test "$rc" -ne 0 && test "$rc" -ne 124
+grep -q "graft: error (rank 0 of 2)" "$d/out"
 echo "dp smoke: ok"
