@@ -31,7 +31,8 @@ Shape infer_shape(const Shape& s, int64_t numel, const char* op, const Shape& fr
       infer = i;
     } else {
       GRAFT_CHECK(out[i] >= 0, "{}: invalid size {} in {}", op, out[i], s.str());
-      known *= out[i];
+      GRAFT_CHECK(!__builtin_mul_overflow(known, out[i], &known),
+                  "{}: shape {} has more elements than graft allows (2^59)", op, s.str());
     }
   }
   if (infer >= 0) {

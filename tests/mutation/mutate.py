@@ -163,7 +163,8 @@ class Tree:
 
 
 def parse_test(spec):
-    """'test_nn:*safetensors*' -> ('test_nn', '*safetensors*'); 'cli' -> ('cli', None)."""
+    """'test_nn:*safetensors*' -> ('test_nn', '*safetensors*'); 'cli' -> ('cli', None);
+    'mpi2:test_dist:*Grad*' -> ('mpi2', 'test_dist:*Grad*') (the rest is a spec of its own)."""
     exe, _, flt = spec.partition(":")
     return exe, (flt or None)
 
@@ -173,6 +174,8 @@ def test_command(tree, spec):
     if exe == "cli":  # the CLI smoke test (tests/tools/cli_smoke.sh)
         return ["sh", str(tree.path / "tests/tools/cli_smoke.sh"),
                 str(tree.build / "tools/graft")]
+    if exe == "mpi2":  # the inner test on 2 MPI ranks (tests/nn/run_mpi.sh)
+        return ["sh", str(tree.path / "tests/nn/run_mpi.sh")] + test_command(tree, flt)
     cmd = [str(tree.build / "tests" / exe)]
     if flt:
         cmd.append(f"-tc={flt}")
@@ -180,7 +183,9 @@ def test_command(tree, spec):
 
 
 def test_target(spec):
-    exe, _ = parse_test(spec)
+    exe, flt = parse_test(spec)
+    if exe == "mpi2":
+        return test_target(flt)
     return "tools/graft" if exe == "cli" else f"tests/{exe}"
 
 
