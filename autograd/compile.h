@@ -61,22 +61,12 @@ class CompiledFunction_;  // implementation detail (compile.cpp)
 
 namespace trace {
 
-// The recorded kernels: name, and the role of each TensorView argument in order
-// (R read, W write, M read and write).
-#define GRAFT_TRACED_KERNELS(X)                                                                  \
-  X(fill, "W") X(copy, "WR") X(unary, "RW") X(unary_backward, "RRRW") X(binary, "RRW")          \
-  X(compare, "RRW") X(where, "RRRW") X(reduce, "RW") X(matmul, "RRW") X(linear, "RRRW")         \
-  X(softmax, "RW") X(softmax_backward, "RRW") X(layer_norm, "RRRWWW")                           \
-  X(layer_norm_backward, "RRRRRWWW") X(index_select, "RRW") X(index_add, "MRR") X(gather, "RRW") \
-  X(scatter_add, "MRR") X(cross_entropy, "RRWW") X(cross_entropy_backward, "RRRW")              \
-  X(uniform, "W") X(normal, "W") X(adam_step, "MRMM") X(sgd_step, "MRM") X(adagrad_step, "MRM")   \
-  X(attention, "RRRRWW") X(attention_backward, "RRRRRRRWWW") X(conv1d, "RRRW")                     \
-  X(conv1d_backward_input, "RRW") X(conv1d_backward_weight, "RRWW") X(pool1d, "RWW")              \
-  X(pool1d_backward, "RRW")
-
-#define GRAFT_KERNEL_ENUM(name, roles) name,
-enum class Kernel : uint8_t { GRAFT_TRACED_KERNELS(GRAFT_KERNEL_ENUM) };
-#undef GRAFT_KERNEL_ENUM
+// The recorded kernels: every kernel of ops/kernel_list.h (its roles column says which
+// TensorView arguments each one reads and writes).
+enum class Kernel : uint8_t {
+#define GRAFT_KERNEL(k, roles, devices, params) k,
+#include "ops/kernel_list.h"
+};
 const char* kernel_name(Kernel k);
 
 enum class BufferKind : uint8_t {

@@ -23,10 +23,9 @@ namespace graft::trace {
 
 const char* kernel_name(Kernel k) {
   switch (k) {
-#define GRAFT_KERNEL_NAME(name, roles) \
-  case Kernel::name: return #name;
-    GRAFT_TRACED_KERNELS(GRAFT_KERNEL_NAME)
-#undef GRAFT_KERNEL_NAME
+#define GRAFT_KERNEL(k, roles, devices, params) \
+  case Kernel::k: return #k;
+#include "ops/kernel_list.h"
   }
   return "?";
 }
@@ -44,9 +43,11 @@ const char* buffer_kind_name(BufferKind k) {
 
 namespace {
 
-#define GRAFT_KERNEL_ROLES(name, roles) roles,
-constexpr const char* kRoles[] = {GRAFT_TRACED_KERNELS(GRAFT_KERNEL_ROLES)};
-#undef GRAFT_KERNEL_ROLES
+// The roles column of the kernel list, by Kernel.
+constexpr const char* kRoles[] = {
+#define GRAFT_KERNEL(k, roles, devices, params) roles,
+#include "ops/kernel_list.h"
+};
 
 template <class A> constexpr bool is_view = std::is_same_v<std::decay_t<A>, TensorView>;
 
@@ -376,7 +377,7 @@ template <class C, class T> struct MemberType<T C::*> {
 template <auto M, Kernel K, class F = typename MemberType<decltype(M)>::type> struct Entry;
 template <auto M, Kernel K, class... A> struct Entry<M, K, void (*)(A...)> {
   static_assert((0 + ... + int(is_view<A>)) == std::char_traits<char>::length(kRoles[int(K)]),
-                "GRAFT_TRACED_KERNELS: one role per TensorView argument");
+                "ops/kernel_list.h: one role per TensorView argument");
   static void fn(A... a) {
     Tracer& t = *t_tracer;
     if constexpr (kAttention<M>)
@@ -407,11 +408,10 @@ template <auto M, Kernel K, class... A> struct Entry<M, K, void (*)(A...)> {
 
 const Backend& recording_backend() {
   static const Backend b = [] {
-    Backend r{};  // kernels not listed in GRAFT_TRACED_KERNELS stay null: not traceable yet
+    Backend r{};
     r.name = "cpu (tracing)";
-#define GRAFT_RECORD_ENTRY(name, roles) r.name = &Entry<&Backend::name, Kernel::name>::fn;
-    GRAFT_TRACED_KERNELS(GRAFT_RECORD_ENTRY)
-#undef GRAFT_RECORD_ENTRY
+#define GRAFT_KERNEL(k, roles, devices, params) r.k = &Entry<&Backend::k, Kernel::k>::fn;
+#include "ops/kernel_list.h"
     return r;
   }();
   return b;

@@ -1,8 +1,5 @@
-// The kernel interface every device back-end implements. A Backend is a table of function
-// pointers; a null entry means "this device has no kernel for it" (the caller raises a clear
-// graft::Error). Kernels never allocate outputs: the caller passes every output view, already
-// sized; outputs start uninitialised and kernels write (never accumulate) them unless the name
-// says `_add`. Shapes use B batch, T/S lengths, C channels, V vocab.
+// The kernel interface every device back-end implements: a Backend is a table of function
+// pointers, one per kernel of ops/kernel_list.h, plus the argument structs those kernels take.
 #pragma once
 #include <cstdint>
 
@@ -73,113 +70,14 @@ struct Pool1dArgs {
   bool count_include_pad = true;  // avg: divide by `kernel` (true) or by the taps inside x
 };
 
+// One function-pointer field per entry of ops/kernel_list.h (the signatures and contracts are
+// there). A null field means "this device has no kernel for it": the caller raises a clear
+// graft::Error. Back-ends fill their tables with designated initialisers (.fill = ..., in list
+// order), so a field they leave out stays null.
 struct Backend {
-  const char* name;
-  // ---- memory
-  // dst[i] = value (cast to dst.dtype); dst may be strided.
-  void (*fill)(const TensorView& dst, double value);
-  // dst[i] = cast(src[i]); src is already broadcast to dst.shape; both may be strided.
-  void (*copy)(const TensorView& dst, const TensorView& src);
-  // ---- elementwise (float dtypes); `out`/`dx` are contiguous, inputs any strides.
-  void (*unary)(UnaryOp op, double alpha, const TensorView& x, const TensorView& out);
-  // dx = df(x, y, dy) elementwise (same shapes)
-  void (*unary_backward)(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,
-                         const TensorView& dy, const TensorView& dx);
-  // a and b are already broadcast to out.shape (stride 0 on broadcast dims).
-  void (*binary)(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out);
-  // out (bool) = a <op> b, a/b broadcast to out.shape, any dtype (same for a and b).
-  void (*compare)(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out);
-  // out = cond ? a : b; all broadcast to out.shape; cond is bool.
-  void (*where)(const TensorView& cond, const TensorView& a, const TensorView& b,
-                const TensorView& out);
-  // ---- reductions: out has x's rank with reduced dims of size 1 (keepdim form, contiguous).
-  void (*reduce)(ReduceOp op, const TensorView& x, const TensorView& out);
-  // ---- linear algebra
-  // out[..., M, N] = a[..., M, K] @ b[..., K, N]; a, b broadcast to out's batch dims; any strides.
-  void (*matmul)(const TensorView& a, const TensorView& b, const TensorView& out);
-  // out[N, O] = x[N, I] @ w[O, I]^T + bias[O] (bias may have data == nullptr for none).
-  void (*linear)(const TensorView& x, const TensorView& w, const TensorView& bias,
-                 const TensorView& out);
-  // ---- normalisation (x contiguous, `dim` is the last dim)
-  // y = softmax(x) or log_softmax(x) over the last dim.
-  void (*softmax)(const TensorView& x, const TensorView& y, bool log);
-  // dx = y * (dy - sum(dy * y)) for softmax; dx = dy - exp(y) * sum(dy) for log_softmax.
-  void (*softmax_backward)(const TensorView& y, const TensorView& dy, const TensorView& dx,
-                           bool log);
-  // Layer norm over the last dim of x [N, C]: y = (x - mean) * rstd * gamma + beta.
-  // mean and rstd [N] are outputs saved for backward; gamma/beta [C] may be null (data).
-  void (*layer_norm)(const TensorView& x, const TensorView& gamma, const TensorView& beta,
-                     double eps, const TensorView& y, const TensorView& mean,
-                     const TensorView& rstd);
-  // dx, dgamma, dbeta (dgamma/dbeta may be null) for layer_norm.
-  void (*layer_norm_backward)(const TensorView& x, const TensorView& gamma, const TensorView& mean,
-                              const TensorView& rstd, const TensorView& dy, const TensorView& dx,
-                              const TensorView& dgamma, const TensorView& dbeta);
-  // ---- indexing (index is int64; bounds checked by the caller)
-  // out = src.index_select(dim, index): out.shape = src.shape with dim -> index.numel()
-  void (*index_select)(const TensorView& src, int dim, const TensorView& index,
-                       const TensorView& out);
-  // dst.index_add_(dim, index, src): dst[.., index[i], ..] += src[.., i, ..]
-  void (*index_add)(const TensorView& dst, int dim, const TensorView& index, const TensorView& src);
-  // out[i][j] = src[i][index[i][j]] along dim (torch.gather); index.shape == out.shape
-  void (*gather)(const TensorView& src, int dim, const TensorView& index, const TensorView& out);
-  // dst[i][index[i][j]] += src[i][j] along dim (torch.scatter_add_)
-  void (*scatter_add)(const TensorView& dst, int dim, const TensorView& index,
-                      const TensorView& src);
-  // ---- losses
-  // Cross-entropy over logits [N, V] with targets [N] (int64). Writes per-row loss [N]
-  // (0 where target == ignore_index) and the log-softmax [N, V] saved for backward.
-  // loss_n = -(1 - ls) * logp[n, t] - ls/V * sum_v logp[n, v]
-  void (*cross_entropy)(const TensorView& logits, const TensorView& target, int64_t ignore_index,
-                        double label_smoothing, const TensorView& loss, const TensorView& logp);
-  // dlogits[n] = dloss[n] * (softmax(n) - (1 - ls) onehot(t) - ls/V), 0 for ignored rows.
-  void (*cross_entropy_backward)(const TensorView& logp, const TensorView& target,
-                                 int64_t ignore_index, double label_smoothing,
-                                 const TensorView& dloss, const TensorView& dlogits);
-  // ---- random (counter-based Philox: element i depends only on (seed, offset + i))
-  // out ~ U[0, 1) (float) ; normal: N(0, 1)
-  void (*uniform)(const TensorView& out, uint64_t seed, uint64_t offset);
-  void (*normal)(const TensorView& out, uint64_t seed, uint64_t offset);
-  // ---- optimizers: one fused in-place pass; every view contiguous, same dtype and numel.
-  // Adam/AdamW: updates param, m (exp_avg) and v (exp_avg_sq) from grad.
-  void (*adam_step)(const TensorView& param, const TensorView& grad, const TensorView& m,
-                    const TensorView& v, const AdamStepArgs& a);
-  // SGD: updates param and the momentum buffer `buf` (unused, may be null, if momentum == 0).
-  void (*sgd_step)(const TensorView& param, const TensorView& grad, const TensorView& buf,
-                   const SgdStepArgs& a);
-  // Adagrad: updates param and the sum of squared gradients.
-  void (*adagrad_step)(const TensorView& param, const TensorView& grad, const TensorView& sum,
-                       const AdagradStepArgs& a);
-  // ---- fused attention: q [B,H,T,D], k [B,H,S,D], v [B,H,S,E] contiguous, mask an additive
-  // [B,H,T,S] view with broadcast strides (data null: none). out [B,H,T,E], lse [B,H,T]
-  // (logsumexp of each score row; +inf for a row with every key masked, whose out is 0).
-  void (*attention)(const TensorView& q, const TensorView& k, const TensorView& v,
-                    const TensorView& mask, const AttentionArgs& a, const TensorView& out,
-                    const TensorView& lse);
-  // dq, dk, dv (written, contiguous) from dout, recomputing the probabilities from lse.
-  void (*attention_backward)(const TensorView& q, const TensorView& k, const TensorView& v,
-                             const TensorView& mask, const AttentionArgs& a,
-                             const TensorView& out, const TensorView& lse,
-                             const TensorView& dout, const TensorView& dq, const TensorView& dk,
-                             const TensorView& dv);
-  // ---- 1-D convolution and pooling (ops/cpu/conv.cpp); inputs any strides, outputs contiguous.
-  // out[b, o, t] = bias[o] + sum_{i, k} w[o, i, k] x[b, g C_in/G + i, t stride - pad_l + k dil]
-  // (g = the group of o; taps outside x read 0; bias data null: none).
-  void (*conv1d)(const TensorView& x, const TensorView& w, const TensorView& bias,
-                 const Conv1dArgs& a, const TensorView& out);
-  // dx [B, C_in, L] = the transpose of conv1d applied to dy (written, not accumulated).
-  void (*conv1d_backward_input)(const TensorView& dy, const TensorView& w, const Conv1dArgs& a,
-                                const TensorView& dx);
-  // dw [C_out, C_in/G, K] = sum_{b, t} dy x-taps; dbias [C_out] = sum_{b, t} dy (data null: skip).
-  void (*conv1d_backward_weight)(const TensorView& x, const TensorView& dy, const Conv1dArgs& a,
-                                 const TensorView& dw, const TensorView& dbias);
-  // out [B, C, L_out] = max or mean of each window of x [B, C, L]; for max, indices (int64,
-  // same shape) get the position in [0, L) of each maximum (the first one on ties).
-  void (*pool1d)(const TensorView& x, const Pool1dArgs& a, const TensorView& out,
-                 const TensorView& indices);
-  // dx [B, C, L] (written): max: dx[idx] += dy; avg: each dy spread evenly over its window.
-  void (*pool1d_backward)(const TensorView& dy, const TensorView& indices, const Pool1dArgs& a,
-                          const TensorView& dx);
+  const char* name = nullptr;
+#define GRAFT_KERNEL(k, roles, devices, params) void(*k) params = nullptr;
+#include "ops/kernel_list.h"
 };
 
 // The table for `device`, or nullptr if no back-end is compiled/available for it.

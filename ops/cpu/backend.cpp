@@ -3,24 +3,22 @@
 
 namespace graft {
 
-#define GRAFT_CPU_TABLE(NS)                                                                    \
-  Backend {                                                                                    \
-    #NS, NS::fill, NS::copy, NS::unary, NS::unary_backward, NS::binary, NS::compare, NS::where, \
-        NS::reduce, NS::matmul, NS::linear, NS::softmax, NS::softmax_backward, NS::layer_norm, \
-        NS::layer_norm_backward, NS::index_select, NS::index_add, NS::gather, NS::scatter_add,  \
-        NS::cross_entropy, NS::cross_entropy_backward, NS::uniform, NS::normal, NS::adam_step, \
-        NS::sgd_step, NS::adagrad_step,                                                        \
-        NS::attention, NS::attention_backward,                                                 \
-        NS::conv1d, NS::conv1d_backward_input, NS::conv1d_backward_weight, NS::pool1d,          \
-        NS::pool1d_backward                                                                    \
-  }
-
+// Both tables come from the kernel list: every kernel must exist in both namespaces (a missing
+// one is an undefined reference at link time).
 const Backend& cpu_backend() {
-  static const Backend b = GRAFT_CPU_TABLE(cpu);
+  static const Backend b{
+      .name = "cpu",
+#define GRAFT_KERNEL(k, roles, devices, params) .k = cpu::k,
+#include "ops/kernel_list.h"
+  };
   return b;
 }
 const Backend& cpu_reference_backend() {
-  static const Backend b = GRAFT_CPU_TABLE(cpu::ref);
+  static const Backend b{
+      .name = "cpu::ref",
+#define GRAFT_KERNEL(k, roles, devices, params) .k = cpu::ref::k,
+#include "ops/kernel_list.h"
+  };
   return b;
 }
 

@@ -515,43 +515,17 @@ void adagrad_step(const TensorView& p, const TensorView& g, const TensorView& su
       .scalar(a.lr).scalar(a.weight_decay).scalar(a.eps).run(size_t(n));
 }
 
-// Designated initialisers: fields added later at the end of Backend default to null (no
-// kernel on OpenCL), so the table keeps compiling as the interface grows.
+// The table from the kernel list: .k = k for each kernel marked cpu_opencl (defined above or in
+// backend_nn.cpp; a missing one is a compile error), null for the CPU-only ones.
+#define GRAFT_OPENCL_ENTRY_cpu_opencl(k) .k = k,
+#define GRAFT_OPENCL_ENTRY_cpu(k)
 const Backend kOpenclBackend{
     .name = "opencl",
-    .fill = fill,
-    .copy = copy,
-    .unary = unary,
-    .unary_backward = unary_backward,
-    .binary = binary,
-    .compare = compare,
-    .where = where,
-    .reduce = reduce,
-    .matmul = matmul,
-    .linear = linear,
-    .softmax = softmax,
-    .softmax_backward = softmax_backward,
-    .layer_norm = layer_norm,
-    .layer_norm_backward = layer_norm_backward,
-    .index_select = index_select,
-    .index_add = index_add,
-    .gather = gather,
-    .scatter_add = scatter_add,
-    .cross_entropy = cross_entropy,
-    .cross_entropy_backward = cross_entropy_backward,
-    .uniform = uniform,
-    .normal = normal,
-    .adam_step = adam_step,
-    .sgd_step = sgd_step,
-    .adagrad_step = adagrad_step,
-    .attention = attention,
-    .attention_backward = attention_backward,
-    .conv1d = conv1d,
-    .conv1d_backward_input = conv1d_backward_input,
-    .conv1d_backward_weight = conv1d_backward_weight,
-    .pool1d = pool1d,
-    .pool1d_backward = pool1d_backward,
+#define GRAFT_KERNEL(k, roles, devices, params) GRAFT_OPENCL_ENTRY_##devices(k)
+#include "ops/kernel_list.h"
 };
+#undef GRAFT_OPENCL_ENTRY_cpu_opencl
+#undef GRAFT_OPENCL_ENTRY_cpu
 
 // The table with the CPU fallback filled in (null entries run on the host).
 const Backend kFallbackBackend = with_cpu_fallback(kOpenclBackend);

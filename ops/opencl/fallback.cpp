@@ -1,8 +1,8 @@
 // The opt-in CPU fallback (GRAFT_OPENCL_FALLBACK=1 or opencl::set_cpu_fallback(true)): every
-// Backend entry the OpenCL table leaves null is filled with a wrapper that copies each device
-// view it is given to the host (the span of its elements, strides kept), runs the CPU kernel
-// there, and writes back each view whose bytes the kernel changed (the outputs; aliasing inputs
-// stay untouched). The first call of each op prints one warning to stderr.
+// kernel of ops/kernel_list.h the OpenCL table leaves null is filled with a wrapper that copies
+// each device view it is given to the host (the span of its elements, strides kept), runs the
+// CPU kernel there, and writes back each view whose bytes the kernel changed (the outputs;
+// aliasing inputs stay untouched). The first call of each op prints one warning to stderr.
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -110,23 +110,10 @@ template <auto M> void fill_in(Backend& b, const Backend& base, const char* name
 
 }  // namespace
 
-// The name plus the 32 kernel entries below: a field added to Backend must be listed here.
-static_assert(sizeof(Backend) == 33 * sizeof(void*),
-              "graft::Backend changed: list the new field in with_cpu_fallback");
-
 Backend with_cpu_fallback(const Backend& base) {
   Backend b = base;
-#define GRAFT_FB(field) fill_in<&Backend::field>(b, base, #field)
-  GRAFT_FB(fill), GRAFT_FB(copy), GRAFT_FB(unary), GRAFT_FB(unary_backward), GRAFT_FB(binary);
-  GRAFT_FB(compare), GRAFT_FB(where), GRAFT_FB(reduce), GRAFT_FB(matmul), GRAFT_FB(linear);
-  GRAFT_FB(softmax), GRAFT_FB(softmax_backward), GRAFT_FB(layer_norm);
-  GRAFT_FB(layer_norm_backward), GRAFT_FB(index_select), GRAFT_FB(index_add), GRAFT_FB(gather);
-  GRAFT_FB(scatter_add), GRAFT_FB(cross_entropy), GRAFT_FB(cross_entropy_backward);
-  GRAFT_FB(uniform), GRAFT_FB(normal), GRAFT_FB(adam_step), GRAFT_FB(sgd_step);
-  GRAFT_FB(adagrad_step), GRAFT_FB(attention), GRAFT_FB(attention_backward), GRAFT_FB(conv1d);
-  GRAFT_FB(conv1d_backward_input), GRAFT_FB(conv1d_backward_weight), GRAFT_FB(pool1d);
-  GRAFT_FB(pool1d_backward);
-#undef GRAFT_FB
+#define GRAFT_KERNEL(k, roles, devices, params) fill_in<&Backend::k>(b, base, #k);
+#include "ops/kernel_list.h"
   return b;
 }
 

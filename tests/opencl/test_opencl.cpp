@@ -26,6 +26,7 @@
 #include "nn/loss.h"
 #include "nn/optim.h"
 #include "ops/kernels.h"
+#include "ops/opencl/backend_nn.h"
 #include "ops/opencl/opencl.h"
 #include "ops/opencl/runtime.h"
 
@@ -543,4 +544,27 @@ TEST_CASE("opencl: reductions, softmax, layer norm and cross-entropy on every ke
         {u({3, 4097}), from_vector(std::vector<int64_t>{5, -100, 4096}, {3})},
         [](const auto& in) { return cross_entropy(in[0], in[1]); });
   CHECK(checked == 12 * 2 * 8 + 11);
+}
+
+// The OpenCL table and its CPU fallback are generated from ops/kernel_list.h: the table has
+// exactly the kernels marked cpu_opencl, and the fallback fills every entry of an empty table.
+TEST_CASE("opencl: the kernel table and the CPU fallback cover every kernel of the list") {
+  const bool was = opencl::cpu_fallback();
+  opencl::set_cpu_fallback(false);
+  const Backend* table = backend_for(kDev);
+  opencl::set_cpu_fallback(was);
+  REQUIRE(table != nullptr);
+  const Backend none{.name = "none"};
+  const Backend filled = ocl::with_cpu_fallback(none);
+  int kernels = 0;
+#define GRAFT_ON_OPENCL_cpu_opencl true
+#define GRAFT_ON_OPENCL_cpu false
+#define GRAFT_KERNEL(k, roles, devices, params)                           \
+  ++kernels;                                                              \
+  CHECK_MESSAGE(bool(filled.k), #k ": no CPU fallback");                  \
+  CHECK_MESSAGE(bool(table->k) == GRAFT_ON_OPENCL_##devices, #k ": " #devices);
+#include "ops/kernel_list.h"
+#undef GRAFT_ON_OPENCL_cpu_opencl
+#undef GRAFT_ON_OPENCL_cpu
+  CHECK(kernels > 0);
 }
