@@ -51,8 +51,8 @@ void register_index_ops(std::vector<OpInfo>& t);
 void register_loss_ops(std::vector<OpInfo>& t);
 void register_random_ops(std::vector<OpInfo>& t);
 void register_fused_ops(std::vector<OpInfo>& t);
-void register_conv_ops(std::vector<OpInfo>& t);  // autograd/ops_conv.cpp (issue 9)
-void register_attention_ops(std::vector<OpInfo>& t);  // ops_attention.cpp (issue 6)
-void register_rnn_ops(std::vector<OpInfo>& t);  // autograd/ops_rnn.cpp (issue 5)
+void register_conv_ops(std::vector<OpInfo>& t);  // autograd/ops_conv.cpp
+void register_attention_ops(std::vector<OpInfo>& t);  // autograd/ops_attention.cpp
+void register_rnn_ops(std::vector<OpInfo>& t);  // autograd/ops_rnn.cpp
 
 }  // namespace graft

@@ -19,7 +19,6 @@ namespace {
 constexpr const char* kOp = "scaled_dot_product_attention";
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
 
 Shape lead_dims(const Tensor& x) {
   Shape s;
@@ -81,7 +80,7 @@ Checked check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const At
                 kOp, m.shape(), scores);
     NoGradGuard ng;
     if (m.dtype() == DType::b8)
-      c.mask = where(m, zeros(Shape{}, like(q)), full(Shape{}, -kInf, like(q)));
+      c.mask = where(m, zeros(Shape{}, q.options()), full(Shape{}, -kInf, q.options()));
     else
       c.mask = m.detach().to(q.dtype());
   }
@@ -97,7 +96,7 @@ Tensor score_bias(const Checked& c, const AttentionOptions& o, const Tensor& q) 
     Tensor i = arange(0, double(c.T), 1, f64).unsqueeze(1), j = arange(0, double(c.S), 1, f64).unsqueeze(0);
     // masked where j > i + offset
     Tensor hidden = gt(j, add(i, double(o.causal_offset)));
-    Tensor causal = where(hidden, full(Shape{}, -kInf, like(q)), zeros(Shape{}, like(q)));
+    Tensor causal = where(hidden, full(Shape{}, -kInf, q.options()), zeros(Shape{}, q.options()));
     bias = bias.defined() ? bias + causal : causal;
   }
   return bias;
@@ -121,8 +120,8 @@ Tensor keep_factor(const Tensor& q, int64_t T, int64_t S, double p, Stream st) {
   g.offset = st.offset;
   Tensor u = uniform(with_last2(lead_dims(q), T, S), 0.0, 1.0,
                      TensorOptions(DType::f64).device(q.device()), &g);
-  return where(ge(u, full(Shape{}, p, like(u))), full(Shape{}, 1.0 / (1.0 - p), like(q)),
-               zeros(Shape{}, like(q)));
+  return where(ge(u, full(Shape{}, p, u.options())), full(Shape{}, 1.0 / (1.0 - p), q.options()),
+               zeros(Shape{}, q.options()));
 }
 
 // Probabilities before dropout: softmax(scale q k^T + bias) with dead rows set to 0.
@@ -133,10 +132,10 @@ Tensor composite_probs(const Tensor& q, const Tensor& k, const Tensor& bias, dou
   Tensor dead;
   {
     NoGradGuard ng;
-    dead = eq(amax(bias.expand(s.shape()), {-1}, true), full(Shape{}, -kInf, like(s)));  // [.., T, 1]
+    dead = eq(amax(bias.expand(s.shape()), {-1}, true), full(Shape{}, -kInf, s.options()));  // [.., T, 1]
   }
   if (amax(dead.to(DType::f64)).item<double>() == 0.0) return softmax(s, -1);  // no dead row
-  Tensor zero = zeros(Shape{}, like(s));
+  Tensor zero = zeros(Shape{}, s.options());
   return where(dead, zero, softmax(where(dead, zero, s), -1));
 }
 
@@ -181,8 +180,8 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Checked& c
     mask4 = c.mask.contiguous();
     while (mask4.dim() < 4) mask4 = mask4.unsqueeze(0);
   }
-  Tensor out = Tensor::empty(with_last2(lead_dims(q), c.T, c.E), like(q));
-  Tensor lse = Tensor::empty(to4(with_last2(lead_dims(q), c.T, 1)), like(q));
+  Tensor out = Tensor::empty(with_last2(lead_dims(q), c.T, c.E), q.options());
+  Tensor lse = Tensor::empty(to4(with_last2(lead_dims(q), c.T, 1)), q.options());
   Tensor out4 = out.reshape(to4(out.shape()));
   be.attention(q4.kview(), k4.kview(), v4.kview(), mask_view(mask4, scores4), a, out4.kview(),
                lse.kview());
@@ -217,8 +216,8 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Checked& c
     Tensor v4 = v.contiguous().reshape(to4(v.shape()));
     Tensor g4 = dout.to(q.dtype()).contiguous().reshape(to4(out.shape()));
     Tensor o4 = out.contiguous().reshape(to4(out.shape()));
-    Tensor dq = Tensor::empty(q.shape(), like(q)), dk = Tensor::empty(k.shape(), like(k));
-    Tensor dv = Tensor::empty(v.shape(), like(v));
+    Tensor dq = Tensor::empty(q.shape(), q.options()), dk = Tensor::empty(k.shape(), k.options());
+    Tensor dv = Tensor::empty(v.shape(), v.options());
     const Shape s4{q4.shape()[0], q4.shape()[1], T, S};
     detail::need(be.attention_backward, kOp, q)(
         q4.kview(), k4.kview(), v4.kview(), mask_view(mask4, s4), a, o4.kview(), lse.kview(),

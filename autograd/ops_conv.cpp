@@ -15,8 +15,6 @@ namespace graft {
 
 namespace {
 
-TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
-
 TensorView none_view(DType dt) {
   TensorView v;
   v.dtype = dt;
@@ -36,7 +34,7 @@ Tensor conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Con
   const int64_t L = x.shape()[2], K = w.shape()[2];
   const int64_t Lout = conv1d_output_length(L, K, a.stride, a.pad_l, a.pad_r, a.dilation);
   const Backend& be = detail::backend("conv1d", {&x, &w, &b});
-  Tensor y = Tensor::empty({x.shape()[0], w.shape()[0], Lout}, like(x));
+  Tensor y = Tensor::empty({x.shape()[0], w.shape()[0], Lout}, x.options());
   detail::need(be.conv1d, "conv1d", x)(x.kview(), w.kview(),
                                        b.defined() ? b.kview() : none_view(x.dtype()), a,
                                        y.kview());
@@ -89,7 +87,7 @@ Tensor conv1d_backward_input(const Tensor& dy, const Tensor& w, int64_t L, const
   check_grad_shapes(op, dy, dy.shape()[0], w.shape()[0],
                     conv1d_output_length(L, K, a.stride, a.pad_l, a.pad_r, a.dilation));
   const Backend& be = detail::backend(op, {&dy, &w});
-  Tensor dx = Tensor::empty({dy.shape()[0], Cin, L}, like(dy));
+  Tensor dx = Tensor::empty({dy.shape()[0], Cin, L}, dy.options());
   detail::need(be.conv1d_backward_input, op, dy)(dy.kview(), w.kview(), a, dx.kview());
   if (auto n = record(op, {dy, w}, [a, K](BackwardCtx& c) -> std::vector<Tensor> {
         Tensor dy = c.saved_tensor(0), w = c.saved_tensor(1);
@@ -118,7 +116,7 @@ Tensor conv1d_backward_weight(const Tensor& x, const Tensor& dy, int64_t K, cons
               "{}: channels {} -> {} must both be divisible by groups {}", op, Cin, Cout, a.groups);
   check_grad_shapes(op, dy, B, Cout, conv1d_output_length(L, K, a.stride, a.pad_l, a.pad_r, a.dilation));
   const Backend& be = detail::backend(op, {&x, &dy});
-  Tensor dw = Tensor::empty({Cout, Cin / a.groups, K}, like(x));
+  Tensor dw = Tensor::empty({Cout, Cin / a.groups, K}, x.options());
   detail::need(be.conv1d_backward_weight, op, x)(x.kview(), dy.kview(), a, dw.kview(),
                                                  none_view(x.dtype()));
   if (auto n = record(op, {x, dy}, [a, L](BackwardCtx& c) -> std::vector<Tensor> {
@@ -199,7 +197,7 @@ std::pair<Tensor, Tensor> pool_forward(const Tensor& x, const Pool1dArgs& a) {
   const int64_t Lout = conv1d_output_length(L, a.kernel, a.stride, a.pad_l, a.pad_r, a.dilation);
   const Backend& be = detail::backend(op, {&x});
   const Shape ys{x.shape()[0], x.shape()[1], Lout};
-  Tensor y = Tensor::empty(ys, like(x));
+  Tensor y = Tensor::empty(ys, x.options());
   Tensor idx = a.kind == PoolKind::max ? Tensor::empty(ys, TensorOptions(DType::i64).device(x.device()))
                                        : Tensor();
   detail::need(be.pool1d, op, x)(x.kview(), a, y.kview(),
@@ -287,7 +285,7 @@ Tensor max_pool1d_backward(const Tensor& dy, const Tensor& idx, int64_t L, const
               op, dy.shape(), idx.dtype(), idx.shape());
   GRAFT_CHECK(L >= 1, "{}: L must be >= 1, got {}", op, L);
   const Backend& be = detail::backend(op, {&dy, &idx});
-  Tensor dx = Tensor::empty({dy.shape()[0], dy.shape()[1], L}, like(dy));
+  Tensor dx = Tensor::empty({dy.shape()[0], dy.shape()[1], L}, dy.options());
   detail::need(be.pool1d_backward, op, dy)(dy.kview(), idx.kview(), a, dx.kview());
   if (auto n = record(op, {dy}, [](BackwardCtx& c) -> std::vector<Tensor> {
         // d(dy) = g[idx] (gather along the sequence)
@@ -309,7 +307,7 @@ Tensor avg_pool1d_backward(const Tensor& dy, int64_t L, const Pool1dArgs& a) {
   GRAFT_CHECK(dy.shape()[2] == Lout, "{}: dy has length {}, expected {} for L = {}", op,
               dy.shape()[2], Lout, L);
   const Backend& be = detail::backend(op, {&dy});
-  Tensor dx = Tensor::empty({dy.shape()[0], dy.shape()[1], L}, like(dy));
+  Tensor dx = Tensor::empty({dy.shape()[0], dy.shape()[1], L}, dy.options());
   detail::need(be.pool1d_backward, op, dy)(dy.kview(), none_view(DType::i64), a, dx.kview());
   if (auto n = record(op, {dy}, [a](BackwardCtx& c) -> std::vector<Tensor> {
         // d(dy) = avg_pool1d(g) (the transpose of the transpose)

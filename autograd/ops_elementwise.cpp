@@ -11,7 +11,6 @@ namespace graft {
 
 namespace {
 
-TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
 Tensor as_float_mask(const Tensor& m, const Tensor& like_t) { return m.to(like_t.dtype()); }
 
 // Composite derivative of y = op(x) (differentiable, for double backward).
@@ -54,14 +53,14 @@ Tensor unary_op(UnaryOp op, double alpha, const Tensor& x) {
   check_defined(x, name);
   detail::check_float(x, name);
   const Backend& b = detail::backend(name, {&x});
-  Tensor y = Tensor::empty(x.shape(), like(x));
+  Tensor y = Tensor::empty(x.shape(), x.options());
   detail::need(b.unary, name, x)(op, alpha, x.kview(), y.kview());
   if (auto n = record(name, {x}, [op, alpha](BackwardCtx& c) -> std::vector<Tensor> {
         Tensor x = c.saved_tensor(0), y = c.saved_tensor(1);
         const Tensor& dy = c.grad();
         if (c.create_graph) return {unary_grad_composite(op, alpha, x, y, dy)};
         // fused: dx = df(x, y, dy) in one kernel (ops/functors.h has each rule)
-        Tensor dx = Tensor::empty(x.shape(), like(x));
+        Tensor dx = Tensor::empty(x.shape(), x.options());
         const Backend& be = detail::backend(unary_name(op), {&x, &dy});
         detail::need(be.unary_backward, unary_name(op), x)(op, alpha, x.kview(), y.kview(),
                                                           dy.kview(), dx.kview());
@@ -82,11 +81,11 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Backend& be = detail::backend(name, {&a, &b});
   Tensor y;
   if (a.shape() == b.shape()) {  // common case: no broadcasting work
-    y = Tensor::empty(a.shape(), like(a));
+    y = Tensor::empty(a.shape(), a.options());
     detail::need(be.binary, name, a)(op, a.kview(), b.kview(), y.kview());
   } else {
     Shape s = broadcast_shapes(a.shape(), b.shape(), name);
-    y = Tensor::empty(s, like(a));
+    y = Tensor::empty(s, a.options());
     detail::need(be.binary, name, a)(op, a.kview().broadcast_to(s), b.kview().broadcast_to(s), y.kview());
   }
   const bool light = op == BinaryOp::add || op == BinaryOp::sub;  // needs only the shapes
@@ -198,13 +197,13 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_same_dtype(a, b, "where");
   const Backend& be = detail::backend("where", {&cond, &a, &b});
   Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor y = Tensor::empty(s, like(a));
+  Tensor y = Tensor::empty(s, a.options());
   detail::need(be.where, "where", a)(cond.kview().broadcast_to(s), a.kview().broadcast_to(s),
                                      b.kview().broadcast_to(s), y.kview());
   if (auto n = record("where", {Tensor(), a, b}, [](BackwardCtx& c) -> std::vector<Tensor> {
         Tensor cond = c.saved_tensor(0), a = c.saved_tensor(1), b = c.saved_tensor(2);
         const Tensor& dy = c.grad();
-        Tensor zero = zeros(Shape{}, like(dy));
+        Tensor zero = zeros(Shape{}, dy.options());
         // da = dy [cond], db = dy [!cond]
         return {Tensor(), c.needs(1) ? sum_to(where(cond, dy, zero), a.shape()) : Tensor(),
                 c.needs(2) ? sum_to(where(cond, zero, dy), b.shape()) : Tensor()};
@@ -217,7 +216,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   check_defined(x, "masked_fill");
-  return where(mask, full(Shape{}, value, like(x)), x);
+  return where(mask, full(Shape{}, value, x.options()), x);
 }
 
 Tensor operator-(const Tensor& x) { return neg(x); }

@@ -14,8 +14,6 @@ namespace graft {
 
 namespace {
 
-TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
-
 void check_index_dtype(const Tensor& index, const char* op, const char* what = "index") {
   check_defined(index, op);
   GRAFT_CHECK(index.dtype() == DType::i64,
@@ -59,7 +57,7 @@ void check_index_range(const Tensor& index, int64_t size, int dim, const char* o
 // out = zeros(shape) with out[.., index[i], ..] += src[.., i, ..] along dim.
 // Indices must already be valid (callers check; the kernel checks again).
 Tensor index_add_into_zeros(const Shape& shape, int dim, const Tensor& index, const Tensor& src) {
-  Tensor out = zeros(shape, like(src));
+  Tensor out = zeros(shape, src.options());
   const Backend& be = detail::backend("index_add", {&src, &index});
   detail::need(be.index_add, "index_add", src)(out.kview(), dim, index.kview(), src.kview());
   if (auto n = record("index_add", {src}, [dim](BackwardCtx& c) -> std::vector<Tensor> {
@@ -75,7 +73,7 @@ Tensor index_add_into_zeros(const Shape& shape, int dim, const Tensor& index, co
 
 // out = zeros(shape) with out[.., index[i][j], ..] += src[i][j] along dim (torch.scatter_add).
 Tensor scatter_add_into_zeros(const Shape& shape, int dim, const Tensor& index, const Tensor& src) {
-  Tensor out = zeros(shape, like(src));
+  Tensor out = zeros(shape, src.options());
   const Backend& be = detail::backend("scatter_add", {&src, &index});
   detail::need(be.scatter_add, "scatter_add", src)(out.kview(), dim, index.kview(), src.kview());
   if (auto n = record("scatter_add", {src}, [dim](BackwardCtx& c) -> std::vector<Tensor> {
@@ -105,7 +103,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape s = x.shape();
   if (x.dim() == 0) s = index.shape();
   else s[k] = index.numel();
-  Tensor y = Tensor::empty(s, like(x));
+  Tensor y = Tensor::empty(s, x.options());
   detail::need(be.index_select, "index_select", x)(x.kview(), k, index.kview(), y.kview());
   Shape in = x.shape();
   if (auto n = record("index_select", {x}, [in, k](BackwardCtx& c) -> std::vector<Tensor> {
@@ -138,7 +136,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t size = x.dim() == 0 ? 1 : x.shape()[k];
   check_index_range(index, size, k, "gather");
   const Backend& be = detail::backend("gather", {&x, &index});
-  Tensor y = Tensor::empty(index.shape(), like(x));
+  Tensor y = Tensor::empty(index.shape(), x.options());
   detail::need(be.gather, "gather", x)(x.kview(), k, index.kview(), y.kview());
   Shape in = x.shape();
   if (auto n = record("gather", {x}, [in, k](BackwardCtx& c) -> std::vector<Tensor> {
@@ -175,7 +173,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   const Backend& be = detail::backend("embedding", {&weight, &indices});
   Shape s = indices.shape();
   s.push_back(C);
-  Tensor y = Tensor::empty(s, like(weight));
+  Tensor y = Tensor::empty(s, weight.options());
   // The kernel sees the output as [K, C] (y is contiguous) and the indices as a flat list.
   const int64_t K = indices.numel();
   TensorView yv = y.kview();

@@ -8,7 +8,6 @@
 namespace graft {
 
 namespace {
-TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
 
 // a [..., M, K] @ b [..., K, N] for rank >= 2 operands.
 Tensor matmul_nd(const Tensor& a, const Tensor& b) {
@@ -26,7 +25,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   sb.push_back(K), sb.push_back(N);
   so.push_back(M), so.push_back(N);
   const Backend& be = detail::backend("matmul", {&a, &b});
-  Tensor y = Tensor::empty(so, like(a));
+  Tensor y = Tensor::empty(so, a.options());
   if (y.numel() > 0) {
     if (K == 0)
       be.fill(y.kview(), 0.0);
@@ -86,7 +85,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   Tensor x2 = x.detach().reshape({-1, I});
   Tensor wc = w.detach().contiguous(), bc = bias.defined() ? bias.detach() : Tensor();
   const Backend& be = detail::backend("linear", {&x, &w, &bias});
-  Tensor y = Tensor::empty({x2.shape()[0], O}, like(x));
+  Tensor y = Tensor::empty({x2.shape()[0], O}, x.options());
   TensorView bv;
   bv.dtype = x.dtype();
   if (bc.defined()) bv = bc.contiguous().kview();

@@ -18,8 +18,6 @@ namespace graft {
 
 namespace {
 
-TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
-
 // The constant target distribution [N, V]: (1 - ls) onehot(t) + ls/V, zero rows where
 // t == ignore_index; and the row mask [N] (1 for rows that count, 0 for ignored ones).
 std::pair<Tensor, Tensor> target_distribution(const Tensor& target, int64_t V, int64_t ignore_index,
@@ -38,8 +36,8 @@ Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ig
                           double ls) {
   const int64_t N = logits.shape()[0], V = logits.shape()[1];
   const Backend& be = detail::backend("cross_entropy", {&logits, &target});
-  Tensor loss = Tensor::empty(Shape{N}, like(logits));
-  Tensor logp = Tensor::empty(Shape{N, V}, like(logits));
+  Tensor loss = Tensor::empty(Shape{N}, logits.options());
+  Tensor logp = Tensor::empty(Shape{N, V}, logits.options());
   detail::need(be.cross_entropy, "cross_entropy", logits)(logits.kview(), target.kview(),
                                                           ignore_index, ls, loss.kview(),
                                                           logp.kview());
@@ -49,11 +47,11 @@ Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ig
         Tensor logits = c.saved_tensor(0), target = c.saved_tensor(1), logp = c.saved_tensor(2);
         if (c.create_graph) {
           // dlogits = (softmax(logits) - target_dist) * (dloss * valid)[:, None]
-          auto [dist, valid] = target_distribution(target, V, ignore_index, ls, like(logits));
+          auto [dist, valid] = target_distribution(target, V, ignore_index, ls, logits.options());
           return {(softmax(logits, -1) - dist) * (dloss * valid).unsqueeze(-1)};
         }
         // fused: dlogits = dloss (exp(logp) - (1 - ls) onehot - ls/V), 0 for ignored rows
-        Tensor dx = Tensor::empty(logp.shape(), like(logp));
+        Tensor dx = Tensor::empty(logp.shape(), logp.options());
         const Backend& b = detail::backend("cross_entropy", {&logp, &dloss});
         Tensor g = dloss.dtype() == logp.dtype() ? dloss : dloss.to(logp.dtype());
         detail::need(b.cross_entropy_backward, "cross_entropy", logp)(

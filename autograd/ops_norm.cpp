@@ -7,14 +7,13 @@
 namespace graft {
 
 namespace {
-TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
 
 // softmax over the last dim of a contiguous tensor (kernel + autograd).
 Tensor softmax_last(const Tensor& x, bool log_) {
   const char* name = log_ ? "log_softmax" : "softmax";
   const Backend& be = detail::backend(name, {&x});
   Tensor xc = x.detach().contiguous();
-  Tensor y = Tensor::empty(x.shape(), like(x));
+  Tensor y = Tensor::empty(x.shape(), x.options());
   if (y.numel() > 0) detail::need(be.softmax, name, x)(xc.kview(), y.kview(), log_);
   if (auto n = record(name, {x}, [log_, name](BackwardCtx& c) -> std::vector<Tensor> {
         Tensor y = c.saved_tensor(0);
@@ -25,7 +24,7 @@ Tensor softmax_last(const Tensor& x, bool log_) {
         }
         const Backend& be = detail::backend(name, {&y, &dy});
         Tensor dyc = dy.contiguous();
-        Tensor dx = Tensor::empty(y.shape(), TensorOptions(y.dtype()).device(y.device()));
+        Tensor dx = Tensor::empty(y.shape(), y.options());
         if (dx.numel() > 0) be.softmax_backward(y.kview(), dyc.kview(), dx.kview(), log_);
         return {dx};
       })) {
@@ -65,8 +64,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
   const Backend& be = detail::backend("layer_norm", {&x, &gamma, &beta});
   Tensor x2 = x.detach().contiguous().reshape({-1, C});
   int64_t N = x2.shape()[0];
-  Tensor y = Tensor::empty(x2.shape(), like(x));
-  Tensor mu = Tensor::empty({N}, like(x)), rstd = Tensor::empty({N}, like(x));
+  Tensor y = Tensor::empty(x2.shape(), x.options());
+  Tensor mu = Tensor::empty({N}, x.options()), rstd = Tensor::empty({N}, x.options());
   Tensor g = gamma.defined() ? gamma.detach().contiguous() : Tensor();
   Tensor b = beta.defined() ? beta.detach().contiguous() : Tensor();
   TensorView none;
@@ -94,7 +93,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
         }
         const Backend& be = detail::backend("layer_norm", {&x, &dy});
         Tensor dyc = dy.contiguous(), xcont = x2.contiguous();
-        TensorOptions o = TensorOptions(x.dtype()).device(x.device());
+        TensorOptions o = x.options();
         Tensor dx = Tensor::empty(x2.shape(), o);
         Tensor dg = c.needs(1) ? Tensor::empty({C}, o) : Tensor();
         Tensor db = c.needs(2) ? Tensor::empty({C}, o) : Tensor();

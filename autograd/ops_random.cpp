@@ -13,7 +13,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   GRAFT_CHECK(p >= 0.0 && p < 1.0, "dropout: probability p must be in [0, 1), got {}", p);
   if (!training || p == 0.0) return x;
   detail::check_float(x, "dropout");
-  TensorOptions opt = TensorOptions(x.dtype()).device(x.device());
+  TensorOptions opt = x.options();
   Tensor mask;
   {
     NoGradGuard ng;

@@ -8,8 +8,6 @@ namespace graft {
 
 namespace {
 
-TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
-
 // The keepdim shape: reduced dims set to 1.
 Shape keep_shape(const Shape& s, const std::vector<int>& dims) {
   Shape k = s;
@@ -26,7 +24,7 @@ Shape drop_shape(const Shape& s, const std::vector<int>& dims) {
 // Runs the reduce kernel; returns the keepdim-shaped result (no autograd).
 Tensor reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int>& dims, const char* name) {
   const Backend& be = detail::backend(name, {&x});
-  Tensor out = Tensor::empty(keep_shape(x.shape(), dims), like(x));
+  Tensor out = Tensor::empty(keep_shape(x.shape(), dims), x.options());
   if (x.numel() == 0) {
     GRAFT_CHECK(op == ReduceOp::sum, "{}: cannot reduce an empty tensor", name);
     be.fill(out.kview(), 0.0);
@@ -80,7 +78,7 @@ Tensor extremum(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepd
         std::vector<int64_t> rd;
         for (int d = 0; d < x.dim(); ++d)
           if (ks[d] == 1 && x.shape()[d] != 1) rd.push_back(d);
-        Tensor cnt = rd.empty() ? ones(ks, TensorOptions(x.dtype()).device(x.device())) : sum(m, rd, true);
+        Tensor cnt = rd.empty() ? ones(ks, x.options()) : sum(m, rd, true);
         return {m * (c.grad().reshape(ks) / cnt)};
       })) {
     n->saved = {SavedTensor::input(x), SavedTensor::output(y, n)};
@@ -128,7 +126,7 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   Tensor m = amax(x, {d}, true);
   Shape ishape = Shape::filled(x.dim(), 1);
   ishape[d] = n;
-  Tensor rev = arange(double(n), 0.0, -1.0, TensorOptions(x.dtype()).device(x.device())).reshape(ishape);
+  Tensor rev = arange(double(n), 0.0, -1.0, x.options()).reshape(ishape);
   Tensor score = eq(x, m).to(x.dtype()) * rev;
   Tensor idx = (double(n) - amax(score, {d}, keepdim)).to(DType::i64);
   return idx;

@@ -381,7 +381,7 @@ std::vector<Tensor> unstack(const Tensor& x, int64_t dim) {
   for (int64_t t = 0; t < n; ++t) out.push_back(xd.select(k, t));
   if (n == 0) return out;
   Shape piece = out[0].shape();
-  const TensorOptions opts = TensorOptions(x.dtype()).device(x.device());
+  const TensorOptions opts = x.options();
   if (auto node = record("unstack", {x}, [k, piece, opts](BackwardCtx& c) -> std::vector<Tensor> {
         std::vector<Tensor> gs;
         gs.reserve(c.grads.size());

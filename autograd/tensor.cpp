@@ -90,8 +90,8 @@ Tensor full(const Shape& shape, double value, TensorOptions opt) {
 }
 Tensor zeros(const Shape& shape, TensorOptions opt) { return full(shape, 0.0, opt); }
 Tensor ones(const Shape& shape, TensorOptions opt) { return full(shape, 1.0, opt); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.options()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.options()); }
 Tensor scalar_tensor(double v, TensorOptions opt) { return full(Shape{}, v, opt); }
 
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, TensorOptions opt) {
@@ -228,7 +228,7 @@ Tensor Tensor::detach() const {
 // ------------------------------------------------------------------ copies and conversions
 Tensor Tensor::clone() const {
   check_defined(*this, "clone");
-  Tensor out = Tensor::empty(shape(), TensorOptions(dtype()).device(device()));
+  Tensor out = Tensor::empty(shape(), options());
   detail::need(detail::backend("clone", {this}).copy, "clone", *this)(out.kview(), kview());
   if (auto n = record("clone", {*this}, [](BackwardCtx& c) -> std::vector<Tensor> {
         return {c.grad()};  // dx = dy
@@ -322,7 +322,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   if (is_contiguous()) {
     be.binary(BinaryOp::add, kview(), o.kview().broadcast_to(shape()), kview());
   } else {
-    Tensor tmp = Tensor::empty(shape(), TensorOptions(dtype()).device(device()));
+    Tensor tmp = Tensor::empty(shape(), options());
     be.binary(BinaryOp::add, kview(), o.kview().broadcast_to(shape()), tmp.kview());
     be.copy(kview(), tmp.kview());
   }
@@ -337,7 +337,7 @@ Tensor& Tensor::mul_(double s) {
   if (is_contiguous()) {
     be.unary(UnaryOp::mul_scalar, s, kview(), kview());
   } else {
-    Tensor tmp = Tensor::empty(shape(), TensorOptions(dtype()).device(device()));
+    Tensor tmp = Tensor::empty(shape(), options());
     be.unary(UnaryOp::mul_scalar, s, kview(), tmp.kview());
     be.copy(kview(), tmp.kview());
   }

@@ -66,6 +66,8 @@ class Tensor {
   int64_t offset() const { return impl_->offset; }
   DType dtype() const { return impl_->dtype; }
   Device device() const { return impl_->storage->device(); }
+  // dtype and device, for making a tensor like this one: zeros(s, x.options()).
+  TensorOptions options() const { return TensorOptions(dtype()).device(device()); }
   bool is_contiguous() const;
   const StoragePtr& storage() const { return impl_->storage; }
   TensorImpl* impl() const { return impl_.get(); }

@@ -15,6 +15,7 @@
 #include <functional>
 #include <vector>
 
+#include "bench/timing.h"
 #include "ops/cpu/cpu_kernels.h"
 
 using namespace graft;
@@ -55,13 +56,7 @@ TensorView view(float* p) {
   return v;
 }
 
-void emit(const char* name, double gbps, double ref, int threads) {
-  std::printf(
-      "{\"name\": \"%s\", \"value\": %.2f, \"unit\": \"GB/s\", \"reference\": %.2f, "
-      "\"ratio\": %.3f, \"threads\": %d}\n",
-      name, gbps, ref, gbps / ref, threads);
-  std::fflush(stdout);
-}
+using graft::bench::emit_gbps;
 
 }  // namespace
 
@@ -90,9 +85,9 @@ int main() {
         [&] { cpu::unary(UnaryOp::gelu, 0.0, va, vo); },
     });
     const double ref = 2 * gb / t[0];
-    emit("elementwise_add", 3 * gb / t[1], ref, threads);
-    emit("elementwise_mul", 3 * gb / t[2], ref, threads);
-    emit("elementwise_gelu", 2 * gb / t[3], ref, threads);
+    emit_gbps("elementwise_add", 3 * gb / t[1], ref, threads);
+    emit_gbps("elementwise_mul", 3 * gb / t[2], ref, threads);
+    emit_gbps("elementwise_gelu", 2 * gb / t[3], ref, threads);
   }
   return 0;
 }

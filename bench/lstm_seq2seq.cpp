@@ -48,6 +48,7 @@
 #include "nn/optim.h"
 #include "nn/rnn.h"
 #include "nn/rnn_attention.h"
+#include "bench/timing.h"
 
 extern char** environ;
 using namespace graft;
@@ -96,11 +97,7 @@ struct Result {
   int64_t params = 0;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using graft::bench::median;
 
 bench::DataParallel* g_dp = nullptr;  // under mpirun (one-measurement mode): this rank's share
 bool g_dp_overlap = true;             // --dp-no-overlap: all-reduce after backward

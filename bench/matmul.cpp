@@ -18,22 +18,13 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/random.h"
+#include "bench/timing.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
-double seconds_of(auto&& f) {
-  const auto t0 = Clock::now();
-  f();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using graft::bench::median;
+using graft::bench::seconds_of;
 
 graft::TensorView matrix_view(float* p, int64_t n) {
   graft::TensorView v;

@@ -20,16 +20,13 @@
 #include "autograd/functions.h"
 #include "ops/kernels.h"
 #include "ops/opencl/opencl.h"
+#include "bench/timing.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using graft::bench::median;
 
 double time_once(graft::opencl::MatmulKernel k, const graft::Tensor& a, const graft::Tensor& b,
                  const graft::Tensor& c) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "bench/timing.h"
 #include "ops/cpu/cpu_kernels.h"
 
 using namespace graft;
@@ -39,13 +40,7 @@ template <class F> double median_seconds(const F& f) {
   return t[t.size() / 2];
 }
 
-void emit(const char* name, double gbps, double ref, int threads) {
-  std::printf(
-      "{\"name\": \"%s\", \"value\": %.2f, \"unit\": \"GB/s\", \"reference\": %.2f, "
-      "\"ratio\": %.3f, \"threads\": %d}\n",
-      name, gbps, ref, gbps / ref, threads);
-  std::fflush(stdout);
-}
+using graft::bench::emit_gbps;
 
 }  // namespace
 
@@ -83,7 +78,7 @@ int main() {
       for (int k = 0; k < kTensors; ++k)
         cpu::adam_step(p[k].kview(), g[k].kview(), m[k].kview(), v[k].kview(), a);
     });
-    emit("optim_step_adamw", 28.0 * n / 1e9 / t_step, ref, threads);
+    emit_gbps("optim_step_adamw", 28.0 * n / 1e9 / t_step, ref, threads);
   }
   return 0;
 }

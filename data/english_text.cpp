@@ -20,8 +20,10 @@
 #include "data/bert_pretraining.h"
 #include "data/pairs.h"
 #include "data/parallel_corpus.h"
+#include "data/text_io.h"
 #include "data/wordnet_lexnames.h"
 #include "ops/error.h"
+#include "ops/file_io.h"
 
 namespace graft::data {
 
@@ -29,33 +31,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string run_command(const std::string& cmd, int& status) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  GRAFT_CHECK(p != nullptr, "prepare_english_text: cannot run '{}'", cmd);
-  std::array<char, 65536> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  status = ::pclose(p);
-  return out;
-}
+constexpr const char* kWho = "prepare_english_text";
 
-void write_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    GRAFT_CHECK(out.good(), "prepare_english_text: cannot write {}: {}", tmp, std::strerror(errno));
-    out << text;
-    out.flush();
-    GRAFT_CHECK(out.good(), "prepare_english_text: cannot write {}", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    throw Error(fmt::format("prepare_english_text: cannot rename {} over {}: {}", tmp, path,
-                            std::strerror(err)));
-  }
-}
+std::string run_command(const std::string& cmd, int& status) { return data::run_command(cmd, status, kWho); }
+
+void write_atomic(const std::string& path, const std::string& text) { atomic_write(path, text, kWho); }
 
 // Requires what `have` checks for; the library never installs anything itself, it says what
 // is missing and how to get it (the ./graft wrapper installs these packages for you).

@@ -17,6 +17,7 @@
 
 #include "data/text_io.h"
 #include "ops/error.h"
+#include "ops/file_io.h"
 
 namespace graft::data {
 
@@ -199,19 +200,9 @@ PairSplits wordnet_gloss_pairs(const std::string& dir, uint64_t seed) {
 }
 
 void write_pairs_tsv(const std::string& path, const std::vector<SentencePair>& pairs) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    GRAFT_CHECK(out.good(), "pairs: cannot write {}: {}", tmp, std::strerror(errno));
-    for (const SentencePair& p : pairs) out << p.label << '\t' << join(p.a) << '\t' << join(p.b) << '\n';
-    out.flush();
-    GRAFT_CHECK(out.good(), "pairs: cannot write {}", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    throw Error(fmt::format("pairs: cannot rename {} over {}: {}", tmp, path, std::strerror(err)));
-  }
+  std::string text;
+  for (const SentencePair& p : pairs) text += fmt::format("{}\t{}\t{}\n", p.label, join(p.a), join(p.b));
+  atomic_write(path, text, "pairs");
 }
 
 std::vector<SentencePair> read_pairs_tsv(const std::string& path) {

@@ -14,6 +14,7 @@
 
 #include "data/text_io.h"
 #include "ops/error.h"
+#include "ops/file_io.h"
 
 namespace graft::data {
 
@@ -53,16 +54,7 @@ std::string strip_markup(const std::string& s) {
 }
 
 // Runs a shell command and returns its standard output (and exit status).
-std::string run(const std::string& cmd, int& status) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  GRAFT_CHECK(p != nullptr, "prepare_bible_en_es: cannot run '{}'", cmd);
-  std::array<char, 65536> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  status = ::pclose(p);
-  return out;
-}
+std::string run(const std::string& cmd, int& status) { return run_command(cmd, status, "prepare_bible_en_es"); }
 
 // "Book C:V" -> the book name.
 std::string book_of(const std::string& key) {
@@ -167,37 +159,31 @@ BibleInfo prepare_bible_en_es(const std::string& data_dir) {
   BibleInfo info;
   info.dir = (fs::path(data_dir) / "bible-en-es").string();
   fs::create_directories(info.dir);
-  std::ofstream tr(info.dir + "/train.tsv.tmp"), dv(info.dir + "/dev.tsv.tmp"), te(info.dir + "/test.tsv.tmp");
-  for (auto* f : {&tr, &dv, &te}) *f << "key\ten\tes\n";
+  std::string tr = "key\ten\tes\n", dv = tr, te = tr;
   for (const auto& [key, en_text] : en) {
     auto it = es_by_key.find(key);
     if (it == es_by_key.end() || en_text.empty() || it->second.empty()) continue;
     if (en_text.find('\t') != std::string::npos || it->second.find('\t') != std::string::npos) continue;
     const std::string book = book_of(key);
-    std::ofstream& f = dev_books.count(book) ? dv : test_books.count(book) ? te : tr;
+    std::string& f = dev_books.count(book) ? dv : test_books.count(book) ? te : tr;
     (dev_books.count(book) ? info.dev : test_books.count(book) ? info.test : info.train) += 1;
-    f << key << '\t' << en_text << '\t' << it->second << '\n';
+    f += key + '\t' + en_text + '\t' + it->second + '\n';
     ++info.pairs;
-  }
-  for (auto* f : {&tr, &dv, &te}) {
-    f->flush();
-    GRAFT_CHECK(f->good(), "prepare_bible_en_es: writing under {} failed", info.dir);
-    f->close();
   }
   GRAFT_CHECK(info.pairs > 0 && info.train > 0 && info.test > 0,
               "prepare_bible_en_es: no aligned verses ({} English, {} Spanish verses read)",
               en.size(), es.size());
-  for (const char* n : {"train", "dev", "test"})
-    fs::rename(info.dir + "/" + n + ".tsv.tmp", info.dir + "/" + n + ".tsv");
-  std::ofstream readme(info.dir + "/README.txt");
-  readme << fmt::format(
+  const std::pair<const char*, const std::string*> files[] = {{"train", &tr}, {"dev", &dv}, {"test", &te}};
+  for (const auto& [name, text] : files)
+    atomic_write(info.dir + "/" + name + ".tsv", *text, "prepare_bible_en_es");
+  atomic_write(info.dir + "/README.txt", fmt::format(
       "English-Spanish Bible verse pairs, written by 'graft data prepare bible-en-es'.\n\n"
       "English: World English Bible ({}, Debian package sword-text-web): Public Domain.\n"
       "Spanish: Reina-Valera 1909 ({}, Debian package sword-text-sparv): Public Domain.\n"
       "Read with diatheke (-f plain), aligned by book chapter:verse (Genesis..Revelation).\n\n"
       "pairs: {}  train: {}  dev: {} (Ruth, Jonah, Titus, Philemon, Jude)  test: {} (Esther, Mark)\n"
       "Columns: key<TAB>en<TAB>es (a header line first).\n",
-      en_mod, es_mod, info.pairs, info.train, info.dev, info.test);
+      en_mod, es_mod, info.pairs, info.train, info.dev, info.test), "prepare_bible_en_es");
   return info;
 }
 

@@ -9,7 +9,9 @@
 //     GRAFT_CHECK(ok, "line is '{}'", data::printable(line));    // "\r" shows as \r
 //   }
 #pragma once
+#include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -64,6 +66,19 @@ inline std::ifstream open_text_file(const std::string& path, const char* what, c
   GRAFT_CHECK(in.good(), "{}: cannot open {}: {}; hint: {}", what, path, std::strerror(errno),
               hint);
   return in;
+}
+
+// The standard output of a shell command (`status` gets pclose's status), for the data
+// preparation steps that read text through a program such as diatheke.
+inline std::string run_command(const std::string& cmd, int& status, const char* what) {
+  std::string out;
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  GRAFT_CHECK(p != nullptr, "{}: cannot run '{}'", what, cmd);
+  std::array<char, 65536> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  status = ::pclose(p);
+  return out;
 }
 
 }  // namespace graft::data

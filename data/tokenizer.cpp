@@ -10,6 +10,7 @@
 
 #include "data/text_io.h"
 #include "ops/error.h"
+#include "ops/file_io.h"
 
 namespace graft::data {
 
@@ -76,16 +77,9 @@ const std::string& Vocab::token(int64_t id) const {
 }
 
 void Vocab::save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    GRAFT_CHECK(out.good(), "Vocab.save: cannot write {}", tmp);
-    for (const std::string& t : tokens_) out << escape(t) << '\n';
-    out.flush();
-    GRAFT_CHECK(out.good(), "Vocab.save: writing {} failed", tmp);
-  }
-  GRAFT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "Vocab.save: cannot rename {} to {}",
-              tmp, path);
+  std::string text;
+  for (const std::string& t : tokens_) text += escape(t) + '\n';
+  atomic_write(path, text, "Vocab.save");
 }
 
 Vocab Vocab::load(const std::string& path) {

@@ -28,6 +28,7 @@
 #include "graft.h"
 #include "models/bert_heads.h"
 #include "models/bert_hf.h"
+#include "example_main.h"
 
 using namespace graft;
 
@@ -146,10 +147,5 @@ int run(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "bert_finetune_hf: error: {}\n", e.what());
-    return 1;
-  }
+  return run_example("bert_finetune_hf", [&] { return run(argc, argv); });
 }

@@ -26,6 +26,7 @@
 
 #include "autograd/compile.h"
 #include "graft.h"
+#include "example_main.h"
 
 using namespace graft;
 
@@ -135,10 +136,5 @@ int run(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "compile_graphs: error: {}\n", e.what());
-    return 1;
-  }
+  return run_example("compile_graphs", [&] { return run(argc, argv); });
 }

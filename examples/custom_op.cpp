@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "graft.h"
+#include "example_main.h"
 
 using namespace graft;
 
@@ -119,10 +120,5 @@ int run() {
 }
 
 int main() {
-  try {
-    return run();
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "custom_op: error: {}\n", e.what());
-    return 1;
-  }
+  return run_example("custom_op", [&] { return run(); });
 }

@@ -21,6 +21,7 @@
 
 #include "graft.h"
 #include "models/gpt.h"
+#include "example_main.h"
 
 using namespace graft;
 
@@ -117,10 +118,5 @@ int run(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "gpt_sample: error: {}\n", e.what());
-    return 1;
-  }
+  return run_example("gpt_sample", [&] { return run(argc, argv); });
 }

@@ -25,6 +25,7 @@
 #include "data/spirals.h"
 #include "graft.h"
 #include "nn/trainer.h"
+#include "example_main.h"
 
 using namespace graft;
 
@@ -153,10 +154,5 @@ int run(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "mlp_trainer: error: {}\n", e.what());
-    return 1;
-  }
+  return run_example("mlp_trainer", [&] { return run(argc, argv); });
 }

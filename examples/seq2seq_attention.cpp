@@ -17,6 +17,7 @@
 #include "data/seq2seq_tasks.h"
 #include "data/tokenizer.h"
 #include "graft.h"
+#include "example_main.h"
 
 using namespace graft;
 
@@ -140,9 +141,6 @@ int run(int argc, char** argv) {
   return em >= need ? 0 : 1;
 }
 
-int main(int argc, char** argv) try {
-  return run(argc, argv);
-} catch (const std::exception& e) {
-  fmt::print(stderr, "seq2seq_attention: error: {}\n", e.what());
-  return 1;
+int main(int argc, char** argv) {
+  return run_example("seq2seq_attention", [&] { return run(argc, argv); });
 }

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "graft.h"
+#include "example_main.h"
 
 using namespace graft;
 
@@ -129,10 +130,5 @@ int train() {
 }
 
 int main() {
-  try {
-    return train();
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "spirals: error: {}\n", e.what());
-    return 1;
-  }
+  return run_example("spirals", [&] { return train(); });
 }

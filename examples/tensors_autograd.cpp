@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "graft.h"
+#include "example_main.h"
 
 using namespace graft;
 
@@ -141,10 +142,5 @@ int run() {
 }
 
 int main() {
-  try {
-    return run();
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "tensors_autograd: error: {}\n", e.what());
-    return 1;
-  }
+  return run_example("tensors_autograd", [&] { return run(); });
 }

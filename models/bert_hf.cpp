@@ -18,6 +18,7 @@
 #include "autograd/grad_mode.h"
 #include "nn/safetensors.h"
 #include "ops/error.h"
+#include "ops/file_io.h"
 
 namespace graft::models {
 namespace {
@@ -62,35 +63,6 @@ void require_value(const json& j, const char* key, const V& supported, const std
   else ok = j[key].is_string() && j[key].get<std::string>() == supported;
   GRAFT_CHECK(ok, "load_hf_bert: {}: unsupported {} = {} (graft supports {}); hint: {}", what, key,
               j[key].dump(), json(supported).dump(), hint);
-}
-
-std::string read_file(const std::string& path, const char* hint) {
-  std::ifstream in(path, std::ios::binary);
-  GRAFT_CHECK(bool(in), "load_hf_bert: cannot read {}; hint: {}", path, hint);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Writes `text` to `path` via a temporary file, fsync and rename (all or nothing).
-void write_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  GRAFT_CHECK(fd >= 0, "save_hf_bert: cannot create {}: {}", tmp, std::strerror(errno));
-  size_t done = 0;
-  bool ok = true;
-  while (ok && done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) done += size_t(n);
-  }
-  const int err = errno;
-  ok = ok && ::fsync(fd) == 0;
-  ok = ::close(fd) == 0 && ok;
-  if (ok && std::rename(tmp.c_str(), path.c_str()) == 0) return;
-  std::remove(tmp.c_str());
-  GRAFT_CHECK(false, "save_hf_bert: cannot write {}: {}", path, std::strerror(err ? err : errno));
 }
 
 // HF's name with the optional "bert." prefix dropped and gamma/beta read as weight/bias.
@@ -343,7 +315,7 @@ std::pair<BertConfig, nn::StateDict> read_checkpoint(const std::string& dir, DTy
   GRAFT_CHECK(fs::is_directory(d), "load_hf_bert: '{}' is not a directory; hint: pass the "
               "folder save_pretrained wrote (config.json, model.safetensors)", dir);
   const std::string cfg_path = (d / "config.json").string();
-  BertConfig c = bert_config_from_hf_json(read_file(cfg_path, "config.json is missing"), cfg_path);
+  BertConfig c = bert_config_from_hf_json(read_file(cfg_path, "load_hf_bert", "config.json is missing"), cfg_path);
   if (expect)
     GRAFT_CHECK(c.vocab_size == expect->vocab_size && c.hidden_size == expect->hidden_size &&
                     c.num_layers == expect->num_layers && c.num_heads == expect->num_heads &&
@@ -389,7 +361,7 @@ void save_hf_bert(const BertForPreTraining& m, const std::string& dir) {
               ec.message());
   nn::NamedTensors hf = bert_state_dict_to_hf(m);
   nn::save_safetensors((fs::path(dir) / "model.safetensors").string(), hf, {{"format", "pt"}});
-  write_atomic((fs::path(dir) / "config.json").string(), bert_config_to_hf_json(m.config));
+  atomic_write((fs::path(dir) / "config.json").string(), bert_config_to_hf_json(m.config), "save_hf_bert");
 }
 
 BertHfOutput bert_forward_hf(BertForPreTraining& m, const Tensor& ids, const Tensor& types) {

@@ -16,62 +16,37 @@
 namespace graft::models {
 
 // ---------------------------------------------------------------- options
-std::string Seq2SeqOptions::to_json() const {
-  nlohmann::ordered_json j;
-  j["src_vocab"] = src_vocab;
-  j["tgt_vocab"] = tgt_vocab;
-  j["embed"] = embed;
-  j["hidden"] = hidden;
-  j["layers"] = layers;
-  j["cell"] = cell;
-  j["bidirectional"] = bidirectional;
-  j["attention"] = attention;
-  j["attn_dim"] = attn_dim;
-  j["window"] = window;
-  j["input_feeding"] = input_feeding;
-  j["dropout"] = dropout;
-  j["doubly_stochastic"] = doubly_stochastic;
-  j["entropy_weight"] = entropy_weight;
-  j["baseline_decay"] = baseline_decay;
-  j["seed"] = seed;
-  return j.dump(1);
+namespace {
+// The JSON keys and, for reading back, the ranges of graft train seq2seq's flags (and of the
+// model's own checks).
+const std::vector<OptionField<Seq2SeqOptions>>& option_fields() {
+  using O = Seq2SeqOptions;
+  static const std::vector<OptionField<O>> f = {
+      {"src_vocab", &O::src_vocab, 5, kMaxJsonVocab},
+      {"tgt_vocab", &O::tgt_vocab, 5, kMaxJsonVocab},
+      {"embed", &O::embed, 1, kMaxJsonWidth},
+      {"hidden", &O::hidden, 1, kMaxJsonWidth},
+      {"layers", &O::layers, 1, 16},
+      {"cell", &O::cell},
+      {"bidirectional", &O::bidirectional},
+      {"attention", &O::attention},
+      {"attn_dim", &O::attn_dim, 0, kMaxJsonWidth},
+      {"window", &O::window, 0, kMaxJsonPositions},
+      {"input_feeding", &O::input_feeding},
+      {"dropout", &O::dropout, 0.0, 0.95},
+      {"doubly_stochastic", &O::doubly_stochastic, 0.0, 1e9},
+      {"entropy_weight", &O::entropy_weight, -1e9, 1e9},
+      {"baseline_decay", &O::baseline_decay, 0.0, 1.0},
+      {"seed", &O::seed, 0, INT64_MAX},
+  };
+  return f;
 }
+}  // namespace
+
+std::string Seq2SeqOptions::to_json() const { return options_to_json(*this, option_fields()); }
 
 Seq2SeqOptions Seq2SeqOptions::from_json(const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("Seq2SeqOptions.from_json: not valid JSON: {}", e.what()));
-  }
-  GRAFT_CHECK(j.is_object(), "Seq2SeqOptions.from_json: expected a JSON object");
-  // Ranges as graft train seq2seq's flags (and the model's own checks).
-  constexpr const char* kOwner = "Seq2SeqOptions.from_json";
-  Seq2SeqOptions o;
-  try {
-    for (auto& [k, v] : j.items()) {
-      if (k == "src_vocab") o.src_vocab = json_int(v, kOwner, k, 5, kMaxJsonVocab);
-      else if (k == "tgt_vocab") o.tgt_vocab = json_int(v, kOwner, k, 5, kMaxJsonVocab);
-      else if (k == "embed") o.embed = json_int(v, kOwner, k, 1, kMaxJsonWidth);
-      else if (k == "hidden") o.hidden = json_int(v, kOwner, k, 1, kMaxJsonWidth);
-      else if (k == "layers") o.layers = json_int(v, kOwner, k, 1, 16);
-      else if (k == "cell") o.cell = v.get<std::string>();
-      else if (k == "bidirectional") o.bidirectional = v.get<bool>();
-      else if (k == "attention") o.attention = v.get<std::string>();
-      else if (k == "attn_dim") o.attn_dim = json_int(v, kOwner, k, 0, kMaxJsonWidth);
-      else if (k == "window") o.window = json_int(v, kOwner, k, 0, kMaxJsonPositions);
-      else if (k == "input_feeding") o.input_feeding = v.get<bool>();
-      else if (k == "dropout") o.dropout = json_real(v, kOwner, k, 0.0, 0.95);
-      else if (k == "doubly_stochastic") o.doubly_stochastic = json_real(v, kOwner, k, 0.0, 1e9);
-      else if (k == "entropy_weight") o.entropy_weight = json_real(v, kOwner, k, -1e9, 1e9);
-      else if (k == "baseline_decay") o.baseline_decay = json_real(v, kOwner, k, 0.0, 1.0);
-      else if (k == "seed") o.seed = uint64_t(json_int(v, kOwner, k, 0, INT64_MAX));
-      else throw Error(fmt::format("Seq2SeqOptions.from_json: unknown key '{}'", k));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("Seq2SeqOptions.from_json: a value has the wrong type: {}", e.what()));
-  }
-  return o;
+  return options_from_json(text, "Seq2SeqOptions.from_json", option_fields());
 }
 
 namespace {
@@ -201,7 +176,7 @@ Memory Seq2Seq::encode(const Tensor& src, const Tensor& lengths) {
 DecoderState Seq2Seq::initial_state(const Memory& mem) {
   DecoderState st;
   st.layers = mem.final_state;
-  st.feed = zeros({mem.keys.size(0), options.hidden}, TensorOptions(mem.keys.dtype()).device(mem.keys.device()));
+  st.feed = zeros({mem.keys.size(0), options.hidden}, mem.keys.options());
   return st;
 }
 

@@ -16,57 +16,35 @@ namespace graft::models {
 
 // ------------------------------------------------------------------ options <-> JSON
 
-std::string TransformerOptions::to_json() const {
-  nlohmann::json j{{"src_vocab", src_vocab},
-                   {"tgt_vocab", tgt_vocab},
-                   {"d_model", d_model},
-                   {"nhead", nhead},
-                   {"num_encoder_layers", num_encoder_layers},
-                   {"num_decoder_layers", num_decoder_layers},
-                   {"dim_feedforward", dim_feedforward},
-                   {"dropout", dropout},
-                   {"activation", activation},
-                   {"norm_first", norm_first},
-                   {"share_embeddings", share_embeddings},
-                   {"tie_output", tie_output},
-                   {"learned_positions", learned_positions},
-                   {"max_len", max_len}};
-  return j.dump(2);
+namespace {
+// The JSON keys and, for reading back, the ranges of graft train transformer's flags
+// (vocabularies and max_len come from the data).
+const std::vector<OptionField<TransformerOptions>>& option_fields() {
+  using O = TransformerOptions;
+  static const std::vector<OptionField<O>> f = {
+      {"src_vocab", &O::src_vocab, 4, kMaxJsonVocab},
+      {"tgt_vocab", &O::tgt_vocab, 4, kMaxJsonVocab},
+      {"d_model", &O::d_model, 2, kMaxJsonWidth},
+      {"nhead", &O::nhead, 1, 1024},
+      {"num_encoder_layers", &O::num_encoder_layers, 1, 64},
+      {"num_decoder_layers", &O::num_decoder_layers, 1, 64},
+      {"dim_feedforward", &O::dim_feedforward, 1, kMaxJsonFeedForward},
+      {"dropout", &O::dropout, 0.0, 0.95},
+      {"activation", &O::activation},
+      {"norm_first", &O::norm_first},
+      {"share_embeddings", &O::share_embeddings},
+      {"tie_output", &O::tie_output},
+      {"learned_positions", &O::learned_positions},
+      {"max_len", &O::max_len, 2, kMaxJsonPositions},
+  };
+  return f;
 }
+}  // namespace
+
+std::string TransformerOptions::to_json() const { return options_to_json(*this, option_fields()); }
 
 TransformerOptions TransformerOptions::from_json(const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("TransformerOptions: bad JSON: {}", e.what()));
-  }
-  GRAFT_CHECK(j.is_object(), "TransformerOptions: expected a JSON object");
-  // Ranges as graft train transformer's flags (vocabularies and max_len come from the data).
-  constexpr const char* kOwner = "TransformerOptions";
-  TransformerOptions o;
-  for (auto& [key, val] : j.items()) {
-    try {
-      if (key == "src_vocab") o.src_vocab = json_int(val, kOwner, key, 4, kMaxJsonVocab);
-      else if (key == "tgt_vocab") o.tgt_vocab = json_int(val, kOwner, key, 4, kMaxJsonVocab);
-      else if (key == "d_model") o.d_model = json_int(val, kOwner, key, 2, kMaxJsonWidth);
-      else if (key == "nhead") o.nhead = json_int(val, kOwner, key, 1, 1024);
-      else if (key == "num_encoder_layers") o.num_encoder_layers = json_int(val, kOwner, key, 1, 64);
-      else if (key == "num_decoder_layers") o.num_decoder_layers = json_int(val, kOwner, key, 1, 64);
-      else if (key == "dim_feedforward") o.dim_feedforward = json_int(val, kOwner, key, 1, kMaxJsonFeedForward);
-      else if (key == "dropout") o.dropout = json_real(val, kOwner, key, 0.0, 0.95);
-      else if (key == "activation") o.activation = val.get<std::string>();
-      else if (key == "norm_first") o.norm_first = val.get<bool>();
-      else if (key == "share_embeddings") o.share_embeddings = val.get<bool>();
-      else if (key == "tie_output") o.tie_output = val.get<bool>();
-      else if (key == "learned_positions") o.learned_positions = val.get<bool>();
-      else if (key == "max_len") o.max_len = json_int(val, kOwner, key, 2, kMaxJsonPositions);
-      else throw Error(fmt::format("TransformerOptions: unknown key \"{}\"", key));
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("TransformerOptions: key \"{}\" has the wrong type: {}", key, e.what()));
-    }
-  }
-  return o;
+  return options_from_json(text, "TransformerOptions", option_fields());
 }
 
 // ------------------------------------------------------------------ model

@@ -14,7 +14,6 @@ namespace graft::nn {
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
 
 // PyTorch MHA masks (bool true = masked out, or additive float) -> additive float in q's dtype.
 Tensor additive(const Tensor& m, const Tensor& q, const char* what) {
@@ -25,7 +24,7 @@ Tensor additive(const Tensor& m, const Tensor& q, const char* what) {
   GRAFT_CHECK(m.device() == q.device(), "MultiheadAttention: {} is on {} but the query is on {}",
               what, m.device().str(), q.device().str());
   NoGradGuard ng;
-  if (m.dtype() == DType::b8) return where(m, full(Shape{}, -kInf, like(q)), zeros(Shape{}, like(q)));
+  if (m.dtype() == DType::b8) return where(m, full(Shape{}, -kInf, q.options()), zeros(Shape{}, q.options()));
   return m.detach().to(q.dtype());
 }
 }  // namespace

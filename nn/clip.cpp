@@ -48,7 +48,7 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
     check_defined(p, "clip_grad_value_");
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    const TensorOptions o = TensorOptions(g.dtype()).device(g.device());
+    const TensorOptions o = g.options();
     // g = min(max(g, -c), c)
     g.copy_(minimum(maximum(g, scalar_tensor(-clip_value, o)), scalar_tensor(clip_value, o)));
   }

@@ -14,7 +14,7 @@ constexpr int64_t kDefaultCapacity = 64;
 
 // A new [B, H, cap, Dh] buffer like `x` whose first x.size(2) positions hold x.
 Tensor grown(const Tensor& x, int64_t cap) {
-  Tensor buf = empty({x.size(0), x.size(1), cap, x.size(3)}, TensorOptions(x.dtype()).device(x.device()));
+  Tensor buf = empty({x.size(0), x.size(1), cap, x.size(3)}, x.options());
   if (x.size(2) > 0) buf.narrow(2, 0, x.size(2)).copy_(x);
   return buf;
 }

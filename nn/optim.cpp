@@ -132,7 +132,7 @@ Tensor Optimizer::buffer(ParamState& s, const std::string& name, const Tensor& p
   Tensor t = s.get(name);
   if (created) *created = !t.defined();
   if (!t.defined()) {
-    t = full(p.shape(), init, TensorOptions(p.dtype()).device(p.device()));
+    t = full(p.shape(), init, p.options());
     s.buffers.emplace_back(name, t);
   }
   return t;
@@ -290,7 +290,7 @@ void Optimizer::load_state_dict(const NamedTensors& sd) {
     GRAFT_CHECK(is_floating(t.dtype()) && t.shape() == p.shape(),
                 "{}: '{}' is {} {}, but parameter {} is {} {}", op, k, t.dtype(),
                 t.shape().str(), index, p.dtype(), p.shape().str());
-    Tensor copy = Tensor::empty(p.shape(), TensorOptions(p.dtype()).device(p.device()));
+    Tensor copy = Tensor::empty(p.shape(), p.options());
     copy.copy_(t.device() == p.device() ? t.detach() : t.detach().to(p.device()));
     state[index].buffers.emplace_back(field, copy);
   }

@@ -118,10 +118,10 @@ RnnState RNNCellBase::forward(const Tensor& x, const RnnState& s) {
   const int64_t B = x.size(0);
   const Shape hs{B, hidden_size};
   RnnState prev = s;
-  if (!prev.h.defined()) prev.h = zeros(hs, TensorOptions(x.dtype()).device(x.device()));
+  if (!prev.h.defined()) prev.h = zeros(hs, x.options());
   GRAFT_CHECK(prev.h.shape() == hs, "{}: expected h [{}, {}], got {}", op, B, hidden_size, prev.h.shape());
   if (mode == RnnMode::lstm) {
-    if (!prev.c.defined()) prev.c = zeros(hs, TensorOptions(x.dtype()).device(x.device()));
+    if (!prev.c.defined()) prev.c = zeros(hs, x.options());
     GRAFT_CHECK(prev.c.shape() == hs, "{}: expected c [{}, {}], got {}", op, B, hidden_size, prev.c.shape());
   }
   return rnn_step(mode, linear(x, weight_ih, bias_ih), prev, weight_hh, bias_hh, use_fused);
@@ -186,7 +186,7 @@ RnnOutput RNNBase::forward(const Tensor& x, const Tensor& lengths, const RnnStat
   GRAFT_CHECK(is_floating(x.dtype()), "{}: expected a floating input, got {}", op, x.dtype());
   const int64_t B = x.size(0), T = x.size(1), H = hidden_size, D = bidirectional ? 2 : 1;
   GRAFT_CHECK(T >= 1 && B >= 1, "{}: expected at least one row and one time step, got {}", op, x.shape());
-  const TensorOptions opt = TensorOptions(x.dtype()).device(x.device());
+  const TensorOptions opt = x.options();
 
   // ---- lengths -> per-step validity masks (only for steps where some row is padded)
   std::vector<int64_t> len(size_t(B), T);

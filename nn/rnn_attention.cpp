@@ -69,7 +69,7 @@ Tensor Attention::check_inputs(const Tensor& query, const Tensor& keys, const Te
 }
 
 Tensor masked_softmax(const Tensor& scores, const Tensor& mask) {
-  return softmax(where(mask, scores, full({}, kMaskedScore, TensorOptions(scores.dtype()).device(scores.device()))), 1);
+  return softmax(where(mask, scores, full({}, kMaskedScore, scores.options())), 1);
 }
 
 Tensor attention_context(const Tensor& weights, const Tensor& keys) {
@@ -187,7 +187,7 @@ Tensor LocalAttention::position(const Tensor& query, const Tensor& lengths, int6
   GRAFT_CHECK(t >= 0, "local-m attention: decoder step t must be >= 0, got {}", t);
   std::vector<double> len = lengths.to_vector<double>(), p(len.size());
   for (size_t b = 0; b < len.size(); ++b) p[b] = std::min(double(t), len[b] - 1);  // p_t = t
-  return from_vector(p, {int64_t(p.size())}, TensorOptions(query.dtype()).device(query.device()));
+  return from_vector(p, {int64_t(p.size())}, query.options());
 }
 
 AttentionOutput LocalAttention::attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t t) {
@@ -196,7 +196,7 @@ AttentionOutput LocalAttention::attend(const Tensor& query, const Tensor& keys, 
   std::vector<double> mv = mask_values(m), len(size_t(B), 0.0);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t s = 0; s < S; ++s) len[size_t(b)] += mv[size_t(b * S + s)];
-  const TensorOptions opt = TensorOptions(query.dtype()).device(query.device());
+  const TensorOptions opt = query.options();
   Tensor p = position(query, from_vector(len, {B}, opt), t);  // [B]
   last_position = p;
   Tensor dist = arange(0.0, double(S), 1.0, opt).unsqueeze(0) - p.unsqueeze(1);  // [B, S]: s - p_t
@@ -227,7 +227,7 @@ HardAttention::HardAttention(int64_t q, int64_t k, int64_t a, uint64_t seed)
 AttentionOutput HardAttention::attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t) {
   Tensor m = check_inputs(query, keys, mask);
   const int64_t B = keys.size(0), S = keys.size(1);
-  Tensor e = where(m, score(query, keys), full({}, kMaskedScore, TensorOptions(keys.dtype()).device(keys.device())));
+  Tensor e = where(m, score(query, keys), full({}, kMaskedScore, keys.options()));
   Tensor w = softmax(e, 1);
   sample_ = HardSample{};
   if (!is_training() && !eval_argmax) return {attention_context(w, keys), w};  // expectation
@@ -257,7 +257,7 @@ AttentionOutput HardAttention::attend(const Tensor& query, const Tensor& keys, c
     }
   }
   for (int64_t b = 0; b < B; ++b) onehot[size_t(b * S + idx[size_t(b)])] = 1;
-  Tensor oh = from_vector(onehot, {B, S}, TensorOptions(keys.dtype()).device(keys.device()));
+  Tensor oh = from_vector(onehot, {B, S}, keys.options());
   if (is_training()) {
     Tensor logw = log_softmax(e, 1);
     sample_.index = from_vector(idx, {B});
@@ -315,7 +315,7 @@ Tensor doubly_stochastic_penalty(const std::vector<Tensor>& ws, double lambda, c
     GRAFT_CHECK(mask.dtype() == DType::b8 && mask.shape() == total.shape(),
                 "doubly_stochastic_penalty: expected mask bool {}, got {} {}", total.shape(),
                 mask.dtype(), mask.shape());
-    pen = where(mask, pen, zeros({}, TensorOptions(pen.dtype()).device(pen.device())));
+    pen = where(mask, pen, zeros({}, pen.options()));
   }
   return mean(sum(pen, {1})) * lambda;
 }

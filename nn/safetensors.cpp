@@ -23,6 +23,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ops/file_io.h"
+
 namespace graft::nn {
 
 static_assert(std::endian::native == std::endian::little,
@@ -408,24 +410,6 @@ std::string json_string(const std::string& s, const std::string& what, const cha
   }
 }
 
-// Removes the temporary file unless the save committed.
-struct TempFile {
-  std::string path;
-  FILE* f = nullptr;
-  bool committed = false;
-  ~TempFile() {
-    if (f) std::fclose(f);
-    if (!committed) ::unlink(path.c_str());
-  }
-};
-
-std::string dir_of(const std::string& path) {
-  auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 }  // namespace
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
@@ -483,61 +467,25 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   h += '}';
   h.append((8 - h.size() % 8) % 8, ' ');
 
-  // ---- write the temporary file, flush it to disk, rename it over `path`
-  TempFile tmp;
-  tmp.path = fmt::format("{}.tmp.{}", path, ::getpid());
-  auto fail = [&](const char* step) {
-    int err = errno;
-    throw Error(fmt::format("save_safetensors: {}: {} failed: {}", path, step, std::strerror(err)));
-  };
-  tmp.f = std::fopen(tmp.path.c_str(), "wbe");  // 'e': O_CLOEXEC
-  if (!tmp.f) {
-    int err = errno;
-    throw Error(fmt::format("save_safetensors: {}: cannot create {}: {}", path, tmp.path,
-                            std::strerror(err)));
-  }
-  auto put = [&](const void* p, size_t n) {
-    if (n > 0 && std::fwrite(p, 1, n, tmp.f) != n) fail("write");
-  };
-  uint8_t len8[8];
-  for (int i = 0; i < 8; ++i) len8[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
-  put(len8, 8);
-  put(h.data(), h.size());
-  std::vector<uint8_t> bools;
-  for (const Item& it : items) {
-    size_t nbytes = static_cast<size_t>(it.t.numel()) * dtype_size(it.t.dtype());
-    if (it.t.dtype() == DType::b8) {  // write canonical 0/1 bytes
-      const auto* src = static_cast<const uint8_t*>(raw(it.t));
-      bools.assign(src, src + nbytes);
-      for (auto& b : bools) b = b != 0;
-      put(bools.data(), nbytes);
-    } else {
-      put(raw(it.t), nbytes);
+  // ---- the file, atomically (ops/file_io.h): length, header, then each tensor's bytes
+  atomic_write(path, [&](std::FILE* f) {
+    uint8_t len8[8];
+    for (int i = 0; i < 8; ++i) len8[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
+    std::fwrite(len8, 1, 8, f);
+    std::fwrite(h.data(), 1, h.size(), f);
+    std::vector<uint8_t> bools;
+    for (const Item& it : items) {
+      size_t nbytes = static_cast<size_t>(it.t.numel()) * dtype_size(it.t.dtype());
+      if (it.t.dtype() == DType::b8) {  // write canonical 0/1 bytes
+        const auto* src = static_cast<const uint8_t*>(raw(it.t));
+        bools.assign(src, src + nbytes);
+        for (auto& b : bools) b = b != 0;
+        std::fwrite(bools.data(), 1, nbytes, f);
+      } else if (nbytes > 0) {
+        std::fwrite(raw(it.t), 1, nbytes, f);
+      }
     }
-  }
-  if (std::fflush(tmp.f) != 0) fail("write");
-  while (::fsync(::fileno(tmp.f)) != 0)
-    if (errno != EINTR) fail("fsync");
-  FILE* f = tmp.f;
-  tmp.f = nullptr;
-  if (std::fclose(f) != 0) fail("close");
-  if (std::rename(tmp.path.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    throw Error(fmt::format("save_safetensors: {}: cannot rename {} over it: {}", path, tmp.path,
-                            std::strerror(err)));
-  }
-  tmp.committed = true;
-  // Make the rename itself durable. Some file systems cannot fsync a directory (EINVAL);
-  // the data is then as safe as that file system allows.
-  Fd dir;
-  dir.fd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir.fd >= 0) {
-    while (::fsync(dir.fd) != 0) {
-      if (errno == EINTR) continue;
-      if (errno == EINVAL || errno == EROFS || errno == ENOTSUP) break;
-      fail("fsync of the directory");
-    }
-  }
+  }, "save_safetensors");
 }
 
 // ------------------------------------------------------------------ loading into a model

@@ -185,10 +185,10 @@ void Trainer::prepare_run_dir() {
     fs::remove(dir / kPointer, ec);
     for (auto& [s, p] : step_dirs(dir)) fs::remove_all(p, ec);
     fs::remove(dir / kBestModel, ec);
-    write_text_atomic((dir / kMetricsFile).string(), "");
+    atomic_write((dir / kMetricsFile).string(), "");
   }
   if (!opt_.config_json.empty())
-    write_text_atomic((dir / "config.json").string(),
+    atomic_write((dir / "config.json").string(),
                       ojson::parse(opt_.config_json).dump(2) + "\n");
   const std::string mpath = (dir / kMetricsFile).string();
   metrics_ = std::fopen(mpath.c_str(), "ae");
@@ -199,7 +199,7 @@ void Trainer::prepare_run_dir() {
 void Trainer::truncate_metrics(int64_t last_step) {
   const std::string path = (fs::path(opt_.run_dir) / kMetricsFile).string();
   if (!fs::exists(path)) return;
-  std::istringstream in(read_text_file(path));
+  std::istringstream in(read_file(path));
   std::string line, kept;
   int64_t dropped = 0;
   while (std::getline(in, line)) {
@@ -217,7 +217,7 @@ void Trainer::truncate_metrics(int64_t last_step) {
     else
       ++dropped;
   }
-  if (dropped > 0) write_text_atomic(path, kept);
+  if (dropped > 0) atomic_write(path, kept);
 }
 
 // ---------------------------------------------------------------- saving
@@ -299,7 +299,7 @@ std::string Trainer::save_checkpoint() {
   ptr["train_state"] = kStateFile;
   ptr["checkpoint_id"] = id;
   ptr["graft_version"] = GRAFT_VERSION;
-  write_text_atomic((run / kPointer).string(), ptr.dump(2) + "\n");
+  atomic_write((run / kPointer).string(), ptr.dump(2) + "\n");
   last_saved_step_ = step_;
   last_checkpoint_ = dir.string();
 
@@ -349,7 +349,7 @@ bool Trainer::locate_checkpoint(LoadedCheckpoint& out) {
     out.where = "Trainer: resume from " + pointer;
     nlohmann::json ptr;
     try {
-      ptr = nlohmann::json::parse(read_text_file(pointer));
+      ptr = nlohmann::json::parse(read_file(pointer));
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("{}: not valid JSON ({})", out.where, e.what()));
     }

@@ -84,17 +84,23 @@ void check_input(const Tensor& x, int64_t C, const char* who, const char* name) 
   GRAFT_CHECK(x.dim() == 3 && x.size(2) == C, "{}: {} must be [B, L, {}] (batch first), got {}",
               who, name, C, x.shape());
 }
+
+// The feed-forward block (linear1 -> activation -> dropout -> linear2) and the first two
+// LayerNorms of a layer, registered under PyTorch's names in PyTorch's order.
+template <class Layer> void register_feed_forward_and_norms(Layer& l, const TransformerLayerOptions& o) {
+  l.linear1 = l.register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, o.bias));
+  l.dropout = l.register_module("dropout", std::make_shared<Dropout>(o.dropout));
+  l.linear2 = l.register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, o.bias));
+  l.norm1 = l.register_module("norm1", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+  l.norm2 = l.register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+}
 }  // namespace
 
 TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& o) : options(o) {
   check_options(o, "TransformerEncoderLayer");
   self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(
                                                o.d_model, o.nhead, o.dropout, o.bias));
-  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, o.bias));
-  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
-  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, o.bias));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+  register_feed_forward_and_norms(*this, o);
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout));
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout));
 }
@@ -126,11 +132,7 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& 
                                                o.d_model, o.nhead, o.dropout, o.bias));
   multihead_attn = register_module("multihead_attn", std::make_shared<MultiheadAttention>(
                                                          o.d_model, o.nhead, o.dropout, o.bias));
-  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, o.bias));
-  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
-  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, o.bias));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+  register_feed_forward_and_norms(*this, o);
   norm3 = register_module("norm3", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout));
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout));
@@ -180,15 +182,25 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
 
 // ------------------------------------------------------------------ stacks
 
+namespace {
+// Registers a stack's layers as "layers.0", "layers.1", ... and returns its final LayerNorm
+// "norm" (by default only after pre-norm layers; null without one).
+template <class Layer>
+std::shared_ptr<LayerNorm> build_stack(Module& stack, const char* who, const TransformerLayerOptions& o,
+                                       int64_t num_layers, std::optional<bool> final_norm,
+                                       std::vector<std::shared_ptr<Layer>>& layers) {
+  GRAFT_CHECK(num_layers > 0, "{}: num_layers must be positive, got {}", who, num_layers);
+  auto list = stack.register_module("layers", std::make_shared<Module>());
+  for (int64_t i = 0; i < num_layers; ++i)
+    layers.push_back(list->register_module(std::to_string(i), std::make_shared<Layer>(o)));
+  if (!final_norm.value_or(o.norm_first)) return nullptr;
+  return stack.register_module("norm", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+}
+}  // namespace
+
 TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& o, int64_t num_layers,
                                        std::optional<bool> final_norm) {
-  GRAFT_CHECK(num_layers > 0, "TransformerEncoder: num_layers must be positive, got {}", num_layers);
-  auto list = register_module("layers", std::make_shared<Module>());
-  for (int64_t i = 0; i < num_layers; ++i)
-    layers.push_back(list->register_module(std::to_string(i),
-                                           std::make_shared<TransformerEncoderLayer>(o)));
-  if (final_norm.value_or(o.norm_first))
-    norm = register_module("norm", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+  norm = build_stack(*this, "TransformerEncoder", o, num_layers, final_norm, layers);
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const EncoderForward& f) {
@@ -202,13 +214,7 @@ Tensor TransformerEncoder::forward(const Tensor& src, const EncoderForward& f) {
 
 TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& o, int64_t num_layers,
                                        std::optional<bool> final_norm) {
-  GRAFT_CHECK(num_layers > 0, "TransformerDecoder: num_layers must be positive, got {}", num_layers);
-  auto list = register_module("layers", std::make_shared<Module>());
-  for (int64_t i = 0; i < num_layers; ++i)
-    layers.push_back(list->register_module(std::to_string(i),
-                                           std::make_shared<TransformerDecoderLayer>(o)));
-  if (final_norm.value_or(o.norm_first))
-    norm = register_module("norm", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps));
+  norm = build_stack(*this, "TransformerDecoder", o, num_layers, final_norm, layers);
 }
 
 Tensor TransformerDecoder::forward(const Tensor&) {

@@ -44,6 +44,7 @@
 #include "nn/scheduler.h"
 #include "nn/trainer.h"
 #include "ops/error.h"
+#include "ops/file_io.h"
 #include "tools/commands.h"
 #include "tools/run_helpers.h"
 #include "tools/train_device.h"
@@ -159,13 +160,8 @@ void check_run_dir(const nn::TrainerOptions& to, const std::string& cmd) {
               cmd, to.run_dir, fmt::join(diffs, ", "), saved_path.string());
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  GRAFT_CHECK(in.good(), "bert: cannot read {}; hint: graft data prepare english-text writes "
-              "datasets/english-text/corpus.txt", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+std::string read_corpus(const std::string& path) {
+  return read_file(path, "bert", "graft data prepare english-text writes datasets/english-text/corpus.txt");
 }
 
 // A padded batch of variable-length rows: ids/types [B, T] (T = longest row; [PAD] = pad_id,
@@ -279,7 +275,7 @@ int run_pretrain(const PretrainArgs& a) {
   check_run_dir(to, "train bert-pretrain");  // before anything is read, built or written
   const bool resuming = a.train.resume && has_checkpoint(a.train.run_dir);
 
-  std::string text = read_file(a.corpus);
+  std::string text = read_corpus(a.corpus);
   if (a.max_bytes > 0 && int64_t(text.size()) > a.max_bytes) {
     size_t cut = text.rfind("\n\n", size_t(a.max_bytes));  // end at a document boundary
     text.resize(cut == std::string::npos ? size_t(a.max_bytes) : cut + 1);

@@ -254,13 +254,9 @@ void register_gpt_command(CLI::App& train, Commands& cmds) {
   t->add_option("--train-size", g->train_size, "Date lines to train on (without --data)")->capture_default_str()->check(count);
   t->add_option("--context", g->context, "Context window in characters")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(8192)));
   t->add_option("--batch", g->batch, "Windows per step")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
-  t->add_option("--d-model", g->d_model, "Model width")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(65536)));
-  t->add_option("--heads", g->heads, "Attention heads (must divide --d-model)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1024)));
   t->add_option("--layers", g->layers, "Blocks")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(64)));
   t->add_option("--ffn", g->ffn, "Feed-forward width (0 = 4 x --d-model)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1 << 20)));
-  t->add_option("--dropout", g->dropout, "Dropout")->capture_default_str()->check(finite_in(0.0, 0.95));
-  t->add_option("--warmup", g->warmup, "Noam warmup steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
-  t->add_option("--lr-scale", g->lr_scale, "Noam scale: lr = scale d^-0.5 min(n^-0.5, n w^-1.5)")->capture_default_str()->check(finite_in(1e-6, 1e3));
+  add_transformer_flags(t, g->d_model, g->heads, g->dropout, g->warmup, g->lr_scale);
   t->add_option("--eval-windows", g->eval_windows, "Validation windows per periodic evaluation")->capture_default_str()->check(count);
   t->add_option("--samples", g->samples, "Samples to print")->capture_default_str()->check(nonneg);
   t->add_option("--sample-len", g->sample_len, "Most characters per sample (prompt + sample fit in --context)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(4096)));

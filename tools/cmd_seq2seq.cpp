@@ -47,6 +47,7 @@
 #include "tools/heatmap.h"
 #include "tools/train_device.h"
 #include "tools/plot.h"
+#include "tools/seq_common.h"
 #include "tools/train_flags.h"
 
 namespace graft::tools {
@@ -142,22 +143,6 @@ Corpus load_corpus(const Seq2SeqArgs& a) {
   return c;
 }
 
-std::unique_ptr<data::Tokenizer> fit_tokenizer(bool word, const std::vector<std::string>& texts, int64_t max_size) {
-  if (word) return std::make_unique<data::WordTokenizer>(data::WordTokenizer::fit(texts, true, true, 1, max_size));
-  return std::make_unique<data::CharTokenizer>(data::CharTokenizer::fit(texts));
-}
-
-using Ids = std::vector<std::vector<int64_t>>;
-Ids encode_all(const data::Tokenizer& tok, const std::vector<data::Example>& ex, bool target) {
-  Ids out;
-  for (const auto& e : ex) {
-    auto ids = tok.encode(target ? e.target : e.source);
-    if (ids.empty()) ids.push_back(data::kUnk);  // a source of only spaces: one <unk>
-    out.push_back(std::move(ids));
-  }
-  return out;
-}
-
 struct EvalResult {
   models::Accuracy acc;
   double bleu = 0;
@@ -209,11 +194,11 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
               "train seq2seq: empty data (train {}, valid {}, test {})", c.train.size(), c.valid.size(), c.test.size());
   std::vector<std::string> srcs, tgts;
   for (const auto& e : c.train) srcs.push_back(e.source), tgts.push_back(e.target);
-  auto src_tok = fit_tokenizer(c.word, srcs, a.vocab_size);
-  auto tgt_tok = fit_tokenizer(c.word, tgts, a.vocab_size);
-  const Ids xs = encode_all(*src_tok, c.train, false), ys = encode_all(*tgt_tok, c.train, true);
-  const Ids vx = encode_all(*src_tok, c.valid, false), vy = encode_all(*tgt_tok, c.valid, true);
-  const Ids tx = encode_all(*src_tok, c.test, false), ty = encode_all(*tgt_tok, c.test, true);
+  auto src_tok = fit_tokenizer(c.word ? "word" : "char", srcs, a.vocab_size);
+  auto tgt_tok = fit_tokenizer(c.word ? "word" : "char", tgts, a.vocab_size);
+  const Ids xs = encode_side(*src_tok, c.train, false), ys = encode_side(*tgt_tok, c.train, true);
+  const Ids vx = encode_side(*src_tok, c.valid, false), vy = encode_side(*tgt_tok, c.valid, true);
+  const Ids tx = encode_side(*src_tok, c.test, false), ty = encode_side(*tgt_tok, c.test, true);
 
   models::Seq2SeqOptions mo;
   mo.src_vocab = src_tok->vocab().size();
@@ -400,12 +385,8 @@ int cmd_translate(const TranslateArgs& a) {
   };
   const models::Seq2SeqOptions mo = models::Seq2SeqOptions::from_json(meta("seq2seq"));
   const std::string kind = meta("tokenizer");
-  auto src_tok = data::make_tokenizer(kind, data::Vocab::load(a.run_dir + "/src_vocab.txt"));
-  auto tgt_tok = data::make_tokenizer(kind, data::Vocab::load(a.run_dir + "/tgt_vocab.txt"));
-  if (kind == "word") {  // the training tokenizers lowercase
-    src_tok = std::make_unique<data::WordTokenizer>(src_tok->vocab(), true, true);
-    tgt_tok = std::make_unique<data::WordTokenizer>(tgt_tok->vocab(), true, true);
-  }
+  auto src_tok = load_tokenizer(kind, a.run_dir + "/src_vocab.txt");
+  auto tgt_tok = load_tokenizer(kind, a.run_dir + "/tgt_vocab.txt");
   GRAFT_CHECK(src_tok->vocab().size() == mo.src_vocab && tgt_tok->vocab().size() == mo.tgt_vocab,
               "translate: the vocabulary files ({} / {} tokens) do not match the model ({} / {})",
               src_tok->vocab().size(), tgt_tok->vocab().size(), mo.src_vocab, mo.tgt_vocab);
@@ -417,38 +398,15 @@ int cmd_translate(const TranslateArgs& a) {
     while (std::getline(std::cin, line)) lines.push_back(line);
   }
   Ids src;
-  for (const auto& l : lines) {
-    auto ids = src_tok->encode(l);
-    if (ids.empty()) ids.push_back(data::kUnk);
-    src.push_back(std::move(ids));
-  }
-  int64_t longest = 0;
-  for (const auto& s : src) longest = std::max<int64_t>(longest, int64_t(s.size()));
-  const models::DecodeOptions dopt{.beam = a.beam, .max_len = a.max_len ? a.max_len : 2 * longest + 10,
-                                   .length_penalty = a.length_penalty};
-  std::vector<models::Hypothesis> hyps;
-  for_each_chunk(src.size(), 64, [&](size_t first, size_t last) {  // Ctrl-C: stop between batches
-    const Ids part(src.begin() + long(first), src.begin() + long(last));
-    for (auto& h : model.translate(part, dopt)) hyps.push_back(std::move(h));
-  });
-  for (size_t i = 0; i < hyps.size(); ++i) fmt::print("{}\n", tgt_tok->decode(hyps[i].tokens));
+  for (const auto& l : lines) src.push_back(encode_line(*src_tok, l));
+  const models::DecodeOptions dopt = translate_options(src, a.beam, a.max_len, a.length_penalty);
+  const std::vector<models::Hypothesis> hyps = translate_all(model, src, dopt, 64);
+  for (const auto& h : hyps) fmt::print("{}\n", tgt_tok->decode(h.tokens));
   if (!a.heatmap.empty()) {
     GRAFT_CHECK(!src.empty(), "translate: --heatmap needs an input line");
-    const Tensor w = model.attention_matrix(src[0], hyps[0].tokens);  // [T, S]
-    std::vector<std::string> rows = tgt_tok->tokens(hyps[0].tokens), cols = src_tok->tokens(src[0], false);
-    rows.push_back("<eos>");
-    for (auto& s : cols) if (s == " ") s = "\u2423";  // a visible space
-    for (auto& s : rows) if (s == " ") s = "\u2423";
-    const Tensor wf = w.to(DType::f32).contiguous();
-    try {
-      write_heatmap_png(a.heatmap, wf.to_vector<float>(), w.size(0), w.size(1), rows, cols,
+    write_attention_png(a.heatmap, model.attention_matrix(src[0], hyps[0].tokens),
+                        tgt_tok->tokens(hyps[0].tokens), src_tok->tokens(src[0], false),
                         fmt::format("{} attention: {}", mo.attention, lines[0].substr(0, 40)));
-    } catch (...) {
-      release_plot_caches();
-      throw;
-    }
-    release_plot_caches();
-    fmt::print(stderr, "wrote {} ({} output x {} source tokens)\n", a.heatmap, w.size(0), w.size(1));
   }
   return 0;
 }
@@ -498,7 +456,7 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   t->add_option("--test-min-len", a->test_min_len, "Shortest test source (0 = --min-len)")->capture_default_str()->check(nonneg);
   t->add_option("--test-max-len", a->test_max_len, "Longest test source (0 = 2 x --max-len)")->capture_default_str()->check(nonneg);
   t->add_option("--symbols", a->symbols, "copy/reverse/sort alphabet size (2..36)")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(36)));
-  t->add_option("--vocab-size", a->vocab_size, "Word-level vocabulary limit (corpora)")->capture_default_str()->check(CLI::Range(int64_t(5), int64_t(1000000)));
+  t->add_option("--vocab-size", a->vocab_size, "Vocabulary limit per side (the most frequent tokens)")->capture_default_str()->check(CLI::Range(int64_t(5), int64_t(1000000)));
   t->add_option("--data-dir", a->data_dir, "Where 'graft data prepare' wrote the corpora")->capture_default_str();
   t->add_option("--tsv-train", a->tsv_train, "--task tsv: training file (source<TAB>target)");
   t->add_option("--tsv-test", a->tsv_test, "--task tsv: test file");
@@ -540,7 +498,7 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   prep->add_option("corpus", *corpus, "bible-en-es or english-text")->required()->check(CLI::IsMember({"bible-en-es", "english-text"}));
   prep->add_option("--data-dir", *dir, "Output folder")->capture_default_str();
   cmds.push_back({prep, [dir, corpus] {  // both captured: the options write into them
-                    if (*corpus == "english-text") {  // issue 7 (data/english_text.h)
+                    if (*corpus == "english-text") {  // BERT pretraining text (data/english_text.h)
                       const data::EnglishTextInfo e = data::prepare_english_text(*dir);
                       fmt::print("wrote {}: {} documents, {} sentences, {:.1f} MiB (Bible: {} chapters, {} sentences; "
                                  "WordNet: {} lexicographer files, {} sentences); see README.txt there\n", e.path,

@@ -41,6 +41,7 @@
 #include "ops/error.h"
 #include "tools/heatmap.h"
 #include "tools/plot.h"
+#include "tools/seq_common.h"
 #include "tools/train_device.h"
 #include "tools/train_flags.h"
 
@@ -48,7 +49,6 @@ namespace graft::tools {
 
 namespace {
 
-using Ids = std::vector<std::vector<int64_t>>;
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -112,22 +112,6 @@ struct Data {
   Ids xs, ys, vx, vy, tx, ty;
 };
 
-std::unique_ptr<data::Tokenizer> fit(const std::string& kind, const std::vector<std::string>& texts,
-                                     int64_t max_size) {
-  if (kind == "word") return std::make_unique<data::WordTokenizer>(data::WordTokenizer::fit(texts, true, true, 1, max_size));
-  return std::make_unique<data::CharTokenizer>(data::CharTokenizer::fit(texts, 1, max_size));
-}
-
-Ids encode(const data::Tokenizer& tok, const std::vector<data::Example>& ex, bool target) {
-  Ids out;
-  for (const auto& e : ex) {
-    auto ids = tok.encode(target ? e.target : e.source);
-    if (ids.empty()) ids.push_back(data::kUnk);  // a side of only spaces: one <unk>
-    out.push_back(std::move(ids));
-  }
-  return out;
-}
-
 Data load_data(const Args& a) {
   Data d;
   if (is_corpus(a.task)) {
@@ -157,17 +141,17 @@ Data load_data(const Args& a) {
   std::vector<std::string> srcs, tgts;
   for (const auto& e : d.train) srcs.push_back(e.source), tgts.push_back(e.target);
   if (is_corpus(a.task)) {
-    d.src_tok = fit(a.tokenizer, srcs, a.vocab_size);
-    d.tgt_tok = fit(a.tokenizer, tgts, a.vocab_size);
+    d.src_tok = fit_tokenizer(a.tokenizer, srcs, a.vocab_size);
+    d.tgt_tok = fit_tokenizer(a.tokenizer, tgts, a.vocab_size);
   } else {
     d.joint = true;
     std::vector<std::string> both = srcs;
     both.insert(both.end(), tgts.begin(), tgts.end());
-    d.src_tok = fit("char", both, 0);
+    d.src_tok = fit_tokenizer("char", both, 0);
     d.tgt_tok = data::make_tokenizer("char", d.src_tok->vocab());
   }
-  d.xs = encode(*d.src_tok, d.train, false);
-  d.ys = encode(*d.tgt_tok, d.train, true);
+  d.xs = encode_side(*d.src_tok, d.train, false);
+  d.ys = encode_side(*d.tgt_tok, d.train, true);
   if (a.max_train_len > 0) {  // drop long training pairs (either side, in tokens)
     Ids xs, ys;
     for (size_t i = 0; i < d.xs.size(); ++i)
@@ -177,10 +161,10 @@ Data load_data(const Args& a) {
     d.xs = std::move(xs);
     d.ys = std::move(ys);
   }
-  d.vx = encode(*d.src_tok, d.valid, false);
-  d.vy = encode(*d.tgt_tok, d.valid, true);
-  d.tx = encode(*d.src_tok, d.test, false);
-  d.ty = encode(*d.tgt_tok, d.test, true);
+  d.vx = encode_side(*d.src_tok, d.valid, false);
+  d.vy = encode_side(*d.tgt_tok, d.valid, true);
+  d.tx = encode_side(*d.src_tok, d.test, false);
+  d.ty = encode_side(*d.tgt_tok, d.test, true);
   return d;
 }
 
@@ -404,15 +388,8 @@ int translate_transformer(const TransformerTranslateArgs& a) {
               "'graft train transformer --run-dir'", mpath);
   const models::TransformerOptions mo = models::TransformerOptions::from_json(f.metadata.at("transformer"));
   const std::string kind = f.metadata.at("tokenizer");
-  std::unique_ptr<data::Tokenizer> src_tok, tgt_tok;
-  data::Vocab sv = data::Vocab::load(a.run_dir + "/src_vocab.txt"), tv = data::Vocab::load(a.run_dir + "/tgt_vocab.txt");
-  if (kind == "word") {  // the training tokenizers lowercase
-    src_tok = std::make_unique<data::WordTokenizer>(sv, true, true);
-    tgt_tok = std::make_unique<data::WordTokenizer>(tv, true, true);
-  } else {
-    src_tok = data::make_tokenizer(kind, sv);
-    tgt_tok = data::make_tokenizer(kind, tv);
-  }
+  auto src_tok = load_tokenizer(kind, a.run_dir + "/src_vocab.txt");
+  auto tgt_tok = load_tokenizer(kind, a.run_dir + "/tgt_vocab.txt");
   GRAFT_CHECK(src_tok->vocab().size() == mo.src_vocab && tgt_tok->vocab().size() == mo.tgt_vocab,
               "translate: the vocabulary files ({} / {} tokens) do not match the model ({} / {})",
               src_tok->vocab().size(), tgt_tok->vocab().size(), mo.src_vocab, mo.tgt_vocab);
@@ -424,44 +401,32 @@ int translate_transformer(const TransformerTranslateArgs& a) {
   models::load_for_inference(model, mpath);  // refuses NaN/inf weights
   Ids src;
   for (const auto& l : a.inputs) {
-    auto ids = src_tok->encode(l);
-    if (ids.empty()) ids.push_back(data::kUnk);
+    std::vector<int64_t> ids = encode_line(*src_tok, l);
     GRAFT_CHECK(int64_t(ids.size()) < mo.max_len, "translate: an input has {} tokens; this model takes at most {}",
                 ids.size(), mo.max_len - 1);
     src.push_back(std::move(ids));
   }
-  int64_t longest_src = 0;
-  for (const auto& s : src) longest_src = std::max<int64_t>(longest_src, int64_t(s.size()));
-  const models::DecodeOptions dopt{.beam = a.beam, .max_len = a.max_len ? a.max_len : 2 * longest_src + 10,
-                                   .length_penalty = a.length_penalty};
-  std::vector<models::Hypothesis> hyps;
-  for_each_chunk(src.size(), 16, [&](size_t first, size_t last) {  // Ctrl-C: stop between batches
-    const Ids part(src.begin() + long(first), src.begin() + long(last));
-    for (auto& h : model.translate(part, dopt, 16)) hyps.push_back(std::move(h));
-  });
+  const models::DecodeOptions dopt = translate_options(src, a.beam, a.max_len, a.length_penalty);
+  const std::vector<models::Hypothesis> hyps = translate_all(model, src, dopt, 16);
   for (const auto& h : hyps) fmt::print("{}\n", tgt_tok->decode(h.tokens));
   if (a.heatmap.empty()) return 0;
   GRAFT_CHECK(!src.empty(), "translate: --attention-png needs an input line");
-  const Tensor w = model.cross_attention(src[0], hyps[0].tokens, a.layer, a.head);  // [T, S]
-  std::vector<std::string> rows = tgt_tok->tokens(hyps[0].tokens), cols = src_tok->tokens(src[0], false);
-  rows.push_back("<eos>");
-  for (auto* v : {&rows, &cols})
-    for (auto& s : *v)
-      if (s == " ") s = "\u2423";  // a visible space
-  const Tensor wf = w.to(DType::f32).contiguous();
   const int64_t layer = a.layer < 0 ? a.layer + L : a.layer;
-  try {
-    write_heatmap_png(a.heatmap, wf.to_vector<float>(), w.size(0), w.size(1), rows, cols,
+  write_attention_png(a.heatmap, model.cross_attention(src[0], hyps[0].tokens, a.layer, a.head),
+                      tgt_tok->tokens(hyps[0].tokens), src_tok->tokens(src[0], false),
                       fmt::format("cross-attention layer {} {}: {}", layer,
                                   a.head < 0 ? std::string("(mean of heads)") : fmt::format("head {}", a.head),
                                   a.inputs[0].substr(0, 40)));
-  } catch (...) {
-    release_plot_caches();
-    throw;
-  }
-  release_plot_caches();
-  fmt::print(stderr, "wrote {} ({} output x {} source tokens)\n", a.heatmap, w.size(0), w.size(1));
   return 0;
+}
+
+void add_transformer_flags(CLI::App* t, int64_t& d_model, int64_t& heads, double& dropout,
+                           int64_t& warmup, double& lr_scale) {
+  t->add_option("--d-model", d_model, "Model width")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(65536)));
+  t->add_option("--heads", heads, "Attention heads (must divide --d-model)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1024)));
+  t->add_option("--dropout", dropout, "Dropout")->capture_default_str()->check(finite_in(0.0, 0.95));
+  t->add_option("--warmup", warmup, "Noam warmup steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
+  t->add_option("--lr-scale", lr_scale, "Noam scale: lr = scale d^-0.5 min(n^-0.5, n w^-1.5)")->capture_default_str()->check(finite_in(1e-6, 1e3));
 }
 
 void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
@@ -471,13 +436,9 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   const auto nonneg = CLI::Range(int64_t(0), int64_t(1) << 40);
   t->add_option("--task", a->task, "copy, reverse, sort, date (synthetic), bible (after 'graft data prepare bible-en-es') or tsv")->capture_default_str()->check(CLI::IsMember({"copy", "reverse", "sort", "date", "bible", "tsv"}));
   t->add_option("--batch", a->batch, "Sequence pairs per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
-  t->add_option("--d-model", a->d_model, "Model width")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(65536)));
-  t->add_option("--heads", a->heads, "Attention heads (must divide --d-model)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1024)));
   t->add_option("--layers", a->layers, "Layers (each of encoder and decoder)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(64)));
   t->add_option("--ffn", a->ffn, "Feed-forward width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1 << 20)));
-  t->add_option("--dropout", a->dropout, "Dropout")->capture_default_str()->check(finite_in(0.0, 0.95));
-  t->add_option("--warmup", a->warmup, "Noam warmup steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
-  t->add_option("--lr-scale", a->lr_scale, "Noam scale: lr = scale d^-0.5 min(n^-0.5, n w^-1.5)")->capture_default_str()->check(finite_in(1e-6, 1e3));
+  add_transformer_flags(t, a->d_model, a->heads, a->dropout, a->warmup, a->lr_scale);
   t->add_option("--label-smoothing", a->label_smoothing, "Label smoothing")->capture_default_str()->check(finite_in(0.0, 0.99));
   t->add_flag("--pre-norm", a->pre_norm, "Pre-norm layers (default: post-norm, as in the paper)");
   t->add_option("--train-size", a->train_size, "Training pairs (synthetic: generated; corpora: the first N)")->capture_default_str()->check(CLI::Range(int64_t(10), int64_t(100000000)));

@@ -27,6 +27,11 @@ struct TransformerTranslateArgs {
 // for a bad run directory, layer or head.
 int translate_transformer(const TransformerTranslateArgs& a);
 
+// --d-model, --heads, --dropout, --warmup and --lr-scale (the Noam schedule): the flags that
+// `graft train transformer` and `graft train gpt` share.
+void add_transformer_flags(CLI::App* t, int64_t& d_model, int64_t& heads, double& dropout,
+                           int64_t& warmup, double& lr_scale);
+
 // `graft train gpt` (tools/cmd_gpt.cpp), registered by register_transformer_commands.
 void register_gpt_command(CLI::App& train, Commands& cmds);
 

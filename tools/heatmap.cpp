@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 
 #include "ops/error.h"
+#include "ops/file_io.h"
+#include "tools/cairo_bytes.h"
 
 namespace graft::tools {
 
@@ -176,20 +178,12 @@ void write_heatmap_png(const std::string& path, const std::vector<float>& values
   cairo_show_text(cr, ls.c_str());
   cairo_destroy(cr);
 
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  const cairo_status_t st = cairo_surface_write_to_png(s, tmp.c_str());
+  std::string png;
+  const cairo_status_t st = cairo_surface_write_to_png_stream(s, append_bytes, &png);
   cairo_surface_destroy(s);
-  if (st != CAIRO_STATUS_SUCCESS) {
-    std::remove(tmp.c_str());
-    throw Error(fmt::format("write_heatmap_png: cannot write {}: {}; hint: check that the "
-                            "directory exists and is writable", path, cairo_status_to_string(st)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    throw Error(fmt::format("write_heatmap_png: cannot rename {} over {}: {}", tmp, path,
-                            std::strerror(err)));
-  }
+  GRAFT_CHECK(st == CAIRO_STATUS_SUCCESS, "write_heatmap_png: cannot encode {}: {}", path,
+              cairo_status_to_string(st));
+  atomic_write(path, png, "write_heatmap_png");
 }
 
 }  // namespace graft::tools

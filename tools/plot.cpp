@@ -25,6 +25,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/error.h"
+#include "ops/file_io.h"
+#include "tools/cairo_bytes.h"
 
 namespace graft::tools {
 
@@ -35,23 +37,18 @@ namespace {
 using Points = std::vector<std::pair<double, double>>;
 
 // ---------------------------------------------------------------- reading
-std::string read_file(const std::string& path) {
+std::string read_metrics_file(const std::string& path) {
   std::error_code ec;
   GRAFT_CHECK(fs::exists(path, ec), "plot: {} does not exist; hint: train with a run directory "
               "first (graft train mlp --run-dir DIR), then run graft plot DIR", path);
   GRAFT_CHECK(fs::is_regular_file(path, ec), "plot: {} is not a regular file", path);
-  std::ifstream in(path, std::ios::binary);
-  GRAFT_CHECK(in.good(), "plot: cannot read {}: {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  GRAFT_CHECK(!in.bad(), "plot: cannot read {}", path);
-  return ss.str();
+  return read_file(path, "plot");
 }
 
 }  // namespace
 
 MetricsLog read_metrics(const std::string& path) {
-  const std::string text = read_file(path);
+  const std::string text = read_metrics_file(path);
   MetricsLog log;
   size_t pos = 0;
   int64_t line_no = 0;
@@ -460,14 +457,6 @@ void check_surface(cairo_surface_t* s, const std::string& what) {
   }
 }
 
-void commit(const std::string& tmp, const std::string& path) {
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    throw Error(fmt::format("plot: cannot rename {} over {}: {}", tmp, path, std::strerror(err)));
-  }
-}
-
 }  // namespace
 
 std::vector<std::string> plot_run(const std::string& run_dir, const PlotOptions& o) {
@@ -494,8 +483,6 @@ std::vector<std::string> plot_run(const std::string& run_dir, const PlotOptions&
   const int W = cols * o.panel_width, H = 40 + rows * o.panel_height;
 
   const std::string png = (dir / "loss.png").string(), svg = (dir / "loss.svg").string();
-  const std::string png_tmp = fmt::format("{}.tmp.{}", png, ::getpid());
-  const std::string svg_tmp = fmt::format("{}.tmp.{}", svg, ::getpid());
 
   {  // PNG
     cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, W, H);
@@ -503,16 +490,15 @@ std::vector<std::string> plot_run(const std::string& run_dir, const PlotOptions&
     cairo_t* cr = cairo_create(s);
     render(cr, panels, title, cols, o);
     cairo_destroy(cr);
-    const cairo_status_t st = cairo_surface_write_to_png(s, png_tmp.c_str());
+    std::string bytes;
+    const cairo_status_t st = cairo_surface_write_to_png_stream(s, append_bytes, &bytes);
     cairo_surface_destroy(s);
-    if (st != CAIRO_STATUS_SUCCESS) {
-      std::remove(png_tmp.c_str());
-      throw Error(fmt::format("plot: cannot write {}: {}", png, cairo_status_to_string(st)));
-    }
-    commit(png_tmp, png);
+    GRAFT_CHECK(st == CAIRO_STATUS_SUCCESS, "plot: cannot encode {}: {}", png, cairo_status_to_string(st));
+    atomic_write(png, bytes, "plot");
   }
   {  // SVG
-    cairo_surface_t* s = cairo_svg_surface_create(svg_tmp.c_str(), W, H);
+    std::string bytes;
+    cairo_surface_t* s = cairo_svg_surface_create_for_stream(append_bytes, &bytes, W, H);
     check_surface(s, svg);
     cairo_t* cr = cairo_create(s);
     render(cr, panels, title, cols, o);
@@ -520,11 +506,8 @@ std::vector<std::string> plot_run(const std::string& run_dir, const PlotOptions&
     cairo_surface_finish(s);
     const cairo_status_t st = cairo_surface_status(s);
     cairo_surface_destroy(s);
-    if (st != CAIRO_STATUS_SUCCESS) {
-      std::remove(svg_tmp.c_str());
-      throw Error(fmt::format("plot: cannot write {}: {}", svg, cairo_status_to_string(st)));
-    }
-    commit(svg_tmp, svg);
+    GRAFT_CHECK(st == CAIRO_STATUS_SUCCESS, "plot: cannot encode {}: {}", svg, cairo_status_to_string(st));
+    atomic_write(svg, bytes, "plot");
   }
   return {png, svg};
 }

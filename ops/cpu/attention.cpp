@@ -25,13 +25,10 @@
 #include <cmath>
 #include <limits>
 #include <vector>
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <xsimd/xsimd.hpp>
-#pragma GCC diagnostic pop
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/philox_lanes.h"
+#include "ops/cpu/simd.h"
 #include "ops/error.h"
 #include "ops/random.h"
 
@@ -353,35 +350,13 @@ inline int64_t key_end(const AttentionArgs& a, int64_t i0, int64_t nr, int64_t S
   return std::clamp<int64_t>(i0 + nr - 1 + a.causal_offset + 1, 0, S);
 }
 
-// f[jj] = keep(n, i, j0 + jj) / (1 - p), or 0, for jj < nj: Philox-4x32-10 (ops/random.h) laid out
-// structure-of-arrays over the keys so its 32x32 -> 64-bit multiplies vectorise (integer maths:
-// the same words). keep() in integer form: with u = bits 2^-53, u >= p <=> bits >= ceil(p 2^53).
+// f[jj] = keep(n, i, j0 + jj) / (1 - p), or 0, for jj < nj: Philox-4x32-10 over the keys of the
+// block (ops/cpu/philox_lanes.h). keep() in integer form: with u = bits 2^-53,
+// u >= p <=> bits >= ceil(p 2^53).
 template <class T>
 void keep_factors(const AttentionArgs& a, uint64_t idx0, int64_t nj, T kf, T* f) {
-  alignas(64) uint32_t c0[kBlock], c1[kBlock], c2[kBlock], c3[kBlock];
-  const uint64_t base = a.offset + idx0;
-#pragma omp simd
-  for (int64_t jj = 0; jj < nj; ++jj) {
-    const uint64_t c = base + uint64_t(jj);
-    c0[jj] = uint32_t(c);
-    c1[jj] = uint32_t(c >> 32);
-    c2[jj] = 0;
-    c3[jj] = 0;
-  }
-  uint32_t k0 = uint32_t(a.seed), k1 = uint32_t(a.seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-#pragma omp simd
-    for (int64_t jj = 0; jj < nj; ++jj) {
-      const uint64_t p0 = uint64_t(0xD2511F53u) * c0[jj], p1 = uint64_t(0xCD9E8D57u) * c2[jj];
-      const uint32_t n0 = uint32_t(p1 >> 32) ^ c1[jj] ^ k0, n2 = uint32_t(p0 >> 32) ^ c3[jj] ^ k1;
-      c1[jj] = uint32_t(p1);
-      c3[jj] = uint32_t(p0);
-      c0[jj] = n0;
-      c2[jj] = n2;
-    }
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
+  alignas(64) uint32_t c0[kBlock], c1[kBlock];
+  philox_lanes<kBlock>(a.offset + idx0, a.seed, nj, c0, c1);
   const uint64_t thr = uint64_t(std::ceil(a.dropout_p * 9007199254740992.0));
 #pragma omp simd
   for (int64_t jj = 0; jj < nj; ++jj) {

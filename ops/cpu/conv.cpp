@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/dnnl_cache.h"
 #include "ops/error.h"
 
 namespace graft::cpu {
@@ -205,29 +206,12 @@ namespace {
 // Problems below this many multiply-adds run on one thread (fork/join costs more).
 constexpr int64_t kParallelMacs = int64_t(1) << 18;
 
-dnnl::engine& engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
-dnnl::stream& stream() {
-  thread_local dnnl::stream s(engine());
-  return s;
-}
-
 enum class Pass : int64_t { forward, backward_input, backward_weight };
 
-// Plain old data, zero-initialised: hashed and compared as bytes.
+// Plain old data, zero-initialised: hashed and compared as bytes (ops/cpu/dnnl_cache.h).
 struct ConvKey {
   int64_t pass, B, Cin, L, Cout, K, Lout, stride, pad_l, pad_r, dilation, groups, bias, threads;
-  bool operator==(const ConvKey& o) const { return std::memcmp(this, &o, sizeof o) == 0; }
-};
-struct ConvKeyHash {
-  size_t operator()(const ConvKey& k) const {
-    const auto* w = reinterpret_cast<const uint64_t*>(&k);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof(ConvKey) / 8; ++i) h = (h ^ w[i]) * 1099511628211ull;
-    return size_t(h ^ (h >> 29));
-  }
+  bool operator==(const ConvKey& o) const { return pod_equal(*this, o); }
 };
 
 struct ConvEntry {
@@ -258,9 +242,9 @@ ConvEntry build(const ConvKey& k) {
                                             wei_md, bias_md, dst_md, strides, dil, pl, pr)
           : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src_md,
                                             wei_md, dst_md, strides, dil, pl, pr);
-  const dnnl::convolution_forward::primitive_desc fwd_pd(fwd_desc, engine());
+  const dnnl::convolution_forward::primitive_desc fwd_pd(fwd_desc, dnnl_engine());
   const char* impl = nullptr;
-  auto& eng = engine();
+  auto& eng = dnnl_engine();
   switch (Pass(k.pass)) {
     case Pass::forward: {
       impl = fwd_pd.impl_info_str();
@@ -313,7 +297,7 @@ ConvEntry build(const ConvKey& k) {
 }
 
 ConvEntry& lookup(const ConvKey& key) {
-  thread_local std::unordered_map<ConvKey, ConvEntry, ConvKeyHash> cache;
+  thread_local std::unordered_map<ConvKey, ConvEntry, PodHash<ConvKey>> cache;
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   if (cache.size() >= 256) cache.clear();  // many distinct shapes: start over rather than grow
@@ -365,7 +349,7 @@ bool run_dnnl(Pass pass, const Geo& g, const Conv1dArgs& a, bool has_bias, float
   e.wei.set_data_handle(wei);
   e.dst.set_data_handle(dst);
   if (has_bias) e.bias.set_data_handle(bias);
-  e.prim.execute(stream(), e.args);
+  e.prim.execute(dnnl_stream(), e.args);
   return true;
 }
 

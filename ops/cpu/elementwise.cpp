@@ -300,6 +300,50 @@ void binary_run(const TensorView& a, const TensorView& b, const TensorView& out)
 GRAFT_COMPARE_OPS(GRAFT_CMP_FUNCTOR)
 #undef GRAFT_CMP_FUNCTOR
 
+// The op -> functor switches, written once for the fast and the reference kernels: each calls
+// k(std::type_identity<Functor>{}) for the functor of `op` (preprocessor directives may not
+// sit inside the dispatch macro's argument, hence functions).
+template <class K> void with_unary_functor(UnaryOp op, K&& k) {
+  switch (op) {
+#define GRAFT_CASE(name, F) \
+  case UnaryOp::name: return k(std::type_identity<fn::F>{});
+    GRAFT_UNARY_OPS(GRAFT_CASE)
+#undef GRAFT_CASE
+  }
+}
+template <class K> void with_binary_functor(BinaryOp op, K&& k) {
+  switch (op) {
+#define GRAFT_CASE(name, F) \
+  case BinaryOp::name: return k(std::type_identity<fn::F>{});
+    GRAFT_BINARY_OPS(GRAFT_CASE)
+#undef GRAFT_CASE
+  }
+}
+template <class K> void with_compare_functor(CompareOp op, K&& k) {
+  switch (op) {
+#define GRAFT_CASE(name, ...) \
+  case CompareOp::name: return k(std::type_identity<Cmp_##name>{});
+    GRAFT_COMPARE_OPS(GRAFT_CASE)
+#undef GRAFT_CASE
+  }
+}
+
+// The dtype rules of compare and where, for the fast and the reference kernels.
+void check_compare(CompareOp op, const TensorView& a, const TensorView& b) {
+  GRAFT_CHECK(a.dtype == b.dtype, "{}: operands must have the same dtype, got {} and {}",
+              compare_name(op), a.dtype, b.dtype);
+}
+void check_where(const TensorView& cond, const TensorView& a, const TensorView& b,
+                 const TensorView& out) {
+  GRAFT_CHECK(cond.dtype == DType::b8, "where: condition must be bool, got {}", cond.dtype);
+  GRAFT_CHECK(a.dtype == out.dtype && b.dtype == out.dtype,
+              "where: both branches must have dtype {}, got {} and {}", out.dtype, a.dtype,
+              b.dtype);
+}
+
+// The functor's type in a with_*_functor callback.
+#define GRAFT_FUNCTOR(f) typename decltype(f)::type
+
 template <class C, class T>
 void compare_run(const TensorView& a, const TensorView& b, const TensorView& out) {
   const Strides* st[3] = {&out.strides, &a.strides, &b.strides};
@@ -359,45 +403,6 @@ template <class D, class S> void copy_run(const TensorView& dst, const TensorVie
   });
 }
 
-// Switches on the op to the functor's kernel (preprocessor directives may not sit inside the
-// dispatch macro's argument, hence these helpers).
-template <class T>
-void unary_t(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
-  switch (op) {
-#define GRAFT_CASE(name, F) \
-  case UnaryOp::name: return unary_run<fn::F, T>(alpha, x, out);
-    GRAFT_UNARY_OPS(GRAFT_CASE)
-#undef GRAFT_CASE
-  }
-}
-template <class T>
-void unary_backward_t(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,
-                      const TensorView& dy, const TensorView& dx) {
-  switch (op) {
-#define GRAFT_CASE(name, F) \
-  case UnaryOp::name: return unary_bwd_run<fn::F, T>(alpha, x, y, dy, dx);
-    GRAFT_UNARY_OPS(GRAFT_CASE)
-#undef GRAFT_CASE
-  }
-}
-template <class T>
-void binary_t(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
-  switch (op) {
-#define GRAFT_CASE(name, F) \
-  case BinaryOp::name: return binary_run<fn::F, T>(a, b, out);
-    GRAFT_BINARY_OPS(GRAFT_CASE)
-#undef GRAFT_CASE
-  }
-}
-template <class T>
-void compare_t(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
-  switch (op) {
-#define GRAFT_CASE(name, ...) \
-  case CompareOp::name: return compare_run<Cmp_##name, T>(a, b, out);
-    GRAFT_COMPARE_OPS(GRAFT_CASE)
-#undef GRAFT_CASE
-  }
-}
 
 }  // namespace
 
@@ -426,31 +431,36 @@ void copy(const TensorView& dst, const TensorView& src) {
 }
 
 void unary(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
-  GRAFT_DISPATCH_FLOAT(x.dtype, unary_name(op), T, [&] { unary_t<T>(op, alpha, x, out); });
+  GRAFT_DISPATCH_FLOAT(x.dtype, unary_name(op), T, [&] {
+    with_unary_functor(op, [&](auto f) { unary_run<GRAFT_FUNCTOR(f), T>(alpha, x, out); });
+  });
 }
 
 void unary_backward(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,
                     const TensorView& dy, const TensorView& dx) {
-  GRAFT_DISPATCH_FLOAT(dx.dtype, unary_name(op), T,
-                       [&] { unary_backward_t<T>(op, alpha, x, y, dy, dx); });
+  GRAFT_DISPATCH_FLOAT(dx.dtype, unary_name(op), T, [&] {
+    with_unary_functor(op, [&](auto f) {
+      unary_bwd_run<GRAFT_FUNCTOR(f), T>(alpha, x, y, dy, dx);
+    });
+  });
 }
 
 void binary(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
-  GRAFT_DISPATCH_FLOAT(out.dtype, binary_name(op), T, [&] { binary_t<T>(op, a, b, out); });
+  GRAFT_DISPATCH_FLOAT(out.dtype, binary_name(op), T, [&] {
+    with_binary_functor(op, [&](auto f) { binary_run<GRAFT_FUNCTOR(f), T>(a, b, out); });
+  });
 }
 
 void compare(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
-  GRAFT_CHECK(a.dtype == b.dtype, "{}: operands must have the same dtype, got {} and {}",
-              compare_name(op), a.dtype, b.dtype);
-  GRAFT_DISPATCH_ALL(a.dtype, compare_name(op), T, [&] { compare_t<T>(op, a, b, out); });
+  check_compare(op, a, b);
+  GRAFT_DISPATCH_ALL(a.dtype, compare_name(op), T, [&] {
+    with_compare_functor(op, [&](auto f) { compare_run<GRAFT_FUNCTOR(f), T>(a, b, out); });
+  });
 }
 
 void where(const TensorView& cond, const TensorView& a, const TensorView& b,
            const TensorView& out) {
-  GRAFT_CHECK(cond.dtype == DType::b8, "where: condition must be bool, got {}", cond.dtype);
-  GRAFT_CHECK(a.dtype == out.dtype && b.dtype == out.dtype,
-              "where: both branches must have dtype {}, got {} and {}", out.dtype, a.dtype,
-              b.dtype);
+  check_where(cond, a, b, out);
   GRAFT_DISPATCH_ALL(out.dtype, "where", T, [&] { where_run<T>(cond, a, b, out); });
 }
 
@@ -494,43 +504,6 @@ void compare_t(const TensorView& a, const TensorView& b, const TensorView& out) 
     out.ptr<bool>()[off] = C::f(at<T>(a, i), at<T>(b, i));
   });
 }
-template <class T>
-void unary_op(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
-  switch (op) {
-#define GRAFT_CASE(name, F) \
-  case UnaryOp::name: return unary_t<fn::F, T>(alpha, x, out);
-    GRAFT_UNARY_OPS(GRAFT_CASE)
-#undef GRAFT_CASE
-  }
-}
-template <class T>
-void unary_backward_op(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,
-                       const TensorView& dy, const TensorView& dx) {
-  switch (op) {
-#define GRAFT_CASE(name, F) \
-  case UnaryOp::name: return unary_backward_t<fn::F, T>(alpha, x, y, dy, dx);
-    GRAFT_UNARY_OPS(GRAFT_CASE)
-#undef GRAFT_CASE
-  }
-}
-template <class T>
-void binary_op(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
-  switch (op) {
-#define GRAFT_CASE(name, F) \
-  case BinaryOp::name: return binary_t<fn::F, T>(a, b, out);
-    GRAFT_BINARY_OPS(GRAFT_CASE)
-#undef GRAFT_CASE
-  }
-}
-template <class T>
-void compare_op(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
-  switch (op) {
-#define GRAFT_CASE(name, ...) \
-  case CompareOp::name: return compare_t<Cmp_##name, T>(a, b, out);
-    GRAFT_COMPARE_OPS(GRAFT_CASE)
-#undef GRAFT_CASE
-  }
-}
 }  // namespace
 
 void fill(const TensorView& dst, double value) {
@@ -551,31 +524,36 @@ void copy(const TensorView& dst, const TensorView& src) {
 }
 
 void unary(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
-  GRAFT_DISPATCH_FLOAT(x.dtype, unary_name(op), T, [&] { unary_op<T>(op, alpha, x, out); });
+  GRAFT_DISPATCH_FLOAT(x.dtype, unary_name(op), T, [&] {
+    with_unary_functor(op, [&](auto f) { unary_t<GRAFT_FUNCTOR(f), T>(alpha, x, out); });
+  });
 }
 
 void unary_backward(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,
                     const TensorView& dy, const TensorView& dx) {
-  GRAFT_DISPATCH_FLOAT(dx.dtype, unary_name(op), T,
-                       [&] { unary_backward_op<T>(op, alpha, x, y, dy, dx); });
+  GRAFT_DISPATCH_FLOAT(dx.dtype, unary_name(op), T, [&] {
+    with_unary_functor(op, [&](auto f) {
+      unary_backward_t<GRAFT_FUNCTOR(f), T>(alpha, x, y, dy, dx);
+    });
+  });
 }
 
 void binary(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
-  GRAFT_DISPATCH_FLOAT(out.dtype, binary_name(op), T, [&] { binary_op<T>(op, a, b, out); });
+  GRAFT_DISPATCH_FLOAT(out.dtype, binary_name(op), T, [&] {
+    with_binary_functor(op, [&](auto f) { binary_t<GRAFT_FUNCTOR(f), T>(a, b, out); });
+  });
 }
 
 void compare(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
-  GRAFT_CHECK(a.dtype == b.dtype, "{}: operands must have the same dtype, got {} and {}",
-              compare_name(op), a.dtype, b.dtype);
-  GRAFT_DISPATCH_ALL(a.dtype, compare_name(op), T, [&] { compare_op<T>(op, a, b, out); });
+  check_compare(op, a, b);
+  GRAFT_DISPATCH_ALL(a.dtype, compare_name(op), T, [&] {
+    with_compare_functor(op, [&](auto f) { compare_t<GRAFT_FUNCTOR(f), T>(a, b, out); });
+  });
 }
 
 void where(const TensorView& cond, const TensorView& a, const TensorView& b,
            const TensorView& out) {
-  GRAFT_CHECK(cond.dtype == DType::b8, "where: condition must be bool, got {}", cond.dtype);
-  GRAFT_CHECK(a.dtype == out.dtype && b.dtype == out.dtype,
-              "where: both branches must have dtype {}, got {} and {}", out.dtype, a.dtype,
-              b.dtype);
+  check_where(cond, a, b, out);
   GRAFT_DISPATCH_ALL(out.dtype, "where", T, [&] {
     for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
       out.ptr<T>()[off] = at<bool>(cond, i) ? at<T>(a, i) : at<T>(b, i);

@@ -172,20 +172,27 @@ ColumnChunks column_chunks(int64_t P, int64_t Q, int64_t work) {
 
 namespace {
 
-// d [P, S, Q] += rows of s [P, K, Q] scattered by idx[K] along S.
-template <class T>
-void index_add_rows(T* d, const T* s, const int64_t* idx, PSQ dst, int64_t K) {
-  const int64_t P = dst.P, S = dst.S, Q = dst.Q;
-  const ColumnChunks cc = column_chunks(P, Q, P * K * Q);
-  // Each task owns columns [q0, q1) of dst slice p and adds the K source rows in index order:
-  // duplicates accumulate in the same order as the reference, with no races.
+// f(p, q0, q1) for every task (slice p, columns [q0, q1)) of a [P, *, Q] destination, in
+// parallel. A task that writes only columns [q0, q1) of slice p races with no other, and
+// keeps the reference's order of accumulation within its columns.
+template <class F> void for_column_tasks(int64_t P, int64_t Q, int64_t work, const F& f) {
+  const ColumnChunks cc = column_chunks(P, Q, work);
 #pragma omp parallel for schedule(static) if (P * cc.n_chunks > 1)
   for (int64_t t = 0; t < P * cc.n_chunks; ++t) {
     const int64_t p = t / cc.n_chunks, q0 = (t % cc.n_chunks) * cc.chunk;
-    const int64_t q1 = std::min(Q, q0 + cc.chunk);
+    f(p, q0, std::min(Q, q0 + cc.chunk));
+  }
+}
+
+// d [P, S, Q] += rows of s [P, K, Q] scattered by idx[K] along S: each task adds the K source
+// rows in index order, so duplicates accumulate as in the reference.
+template <class T>
+void index_add_rows(T* d, const T* s, const int64_t* idx, PSQ dst, int64_t K) {
+  const int64_t P = dst.P, S = dst.S, Q = dst.Q;
+  for_column_tasks(P, Q, P * K * Q, [&](int64_t p, int64_t q0, int64_t q1) {
     for (int64_t k = 0; k < K; ++k)
       add_row(d + (p * S + idx[k]) * Q + q0, s + (p * K + k) * Q + q0, q1 - q0);
-  }
+  });
 }
 
 // o[p, j, q] = s[p, idx[p, j, q], q];  s [P, S, Q], idx / o [P, J, Q]
@@ -217,26 +224,21 @@ template <class T> void gather_rows(const T* s, const int64_t* idx, T* o, PSQ ix
 template <class T>
 void scatter_add_rows(T* d, const int64_t* idx, const T* s, PSQ ix, int64_t S) {
   const int64_t P = ix.P, J = ix.S, Q = ix.Q;
-  const ColumnChunks cc = column_chunks(P, Q, P * J * Q);
-  // Column q of slice p only ever writes column q of dst slice p, so (p, column chunk) tasks
-  // are disjoint; within a task j runs in order, as in the reference.
-#pragma omp parallel for schedule(static) if (P * cc.n_chunks > 1)
-  for (int64_t t = 0; t < P * cc.n_chunks; ++t) {
-    const int64_t p = t / cc.n_chunks, q0 = (t % cc.n_chunks) * cc.chunk;
-    const int64_t q1 = std::min(Q, q0 + cc.chunk);
+  // Column q of slice p only ever writes column q of dst slice p; j runs in order.
+  for_column_tasks(P, Q, P * J * Q, [&](int64_t p, int64_t q0, int64_t q1) {
     T* dp = d + p * S * Q;
     if (Q == 1) {  // scatter along the last dim: a plain scatter per row
       const int64_t* ir = idx + p * J;
       const T* sr = s + p * J;
       for (int64_t j = 0; j < J; ++j) dp[ir[j]] += sr[j];
-      continue;
+      return;
     }
     for (int64_t j = 0; j < J; ++j) {
       const int64_t* ir = idx + (p * J + j) * Q;
       const T* sr = s + (p * J + j) * Q;
       for (int64_t q = q0; q < q1; ++q) dp[ir[q] * Q + q] += sr[q];
     }
-  }
+  });
 }
 
 }  // namespace

@@ -13,15 +13,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
-// GCC 12 reports the _mm512_undefined_* placeholders inside xsimd's AVX-512 reductions as
-// uninitialised once they are inlined here; they are intentionally undefined lanes.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <xsimd/xsimd.hpp>
-#pragma GCC diagnostic pop
-
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/dnnl_cache.h"
+#include "ops/cpu/simd.h"
 
 namespace graft::cpu {
 namespace {
@@ -260,29 +254,12 @@ template <class T> void add_bias(T* out, const TensorView& bias, int64_t rows, i
 // the three (four with bias) memory descriptors, together with memory objects whose data
 // handles are re-pointed on every call, so a repeated shape costs a hash lookup + execute.
 
-dnnl::engine& dnnl_engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
-dnnl::stream& dnnl_stream() {
-  thread_local dnnl::stream s(dnnl_engine());
-  return s;
-}
-
 // Plain old data, fully zero-initialised, so it can be hashed and compared as bytes. The OpenMP
 // thread count is part of the key: oneDNN sizes its work split and scratchpad at creation.
 struct MmKey {
   int64_t nd, has_bias, threads, bf16;  // bf16: a and b are bf16 (out and bias stay f32)
   int64_t ad[kMaxDims], as[kMaxDims], bd[kMaxDims], bs[kMaxDims], cd[kMaxDims];
-  bool operator==(const MmKey& o) const { return std::memcmp(this, &o, sizeof(MmKey)) == 0; }
-};
-struct MmKeyHash {
-  size_t operator()(const MmKey& k) const {
-    const auto* w = reinterpret_cast<const uint64_t*>(&k);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof(MmKey) / 8; ++i) h = (h ^ w[i]) * 1099511628211ull;
-    return size_t(h ^ (h >> 29));
-  }
+  bool operator==(const MmKey& o) const { return pod_equal(*this, o); }
 };
 
 struct MmEntry {
@@ -293,7 +270,7 @@ struct MmEntry {
 };
 
 MmEntry& lookup(const MmKey& key) {
-  thread_local std::unordered_map<MmKey, MmEntry, MmKeyHash> cache;
+  thread_local std::unordered_map<MmKey, MmEntry, PodHash<MmKey>> cache;
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   if (cache.size() >= 256) cache.clear();  // many distinct shapes: start over rather than grow

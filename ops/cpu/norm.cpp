@@ -10,15 +10,8 @@
 #include <cmath>
 #include <limits>
 #include <vector>
-// GCC 12 reports the _mm512_undefined_* placeholders inside xsimd's AVX-512 reductions as
-// uninitialised once they are inlined here; they are intentionally undefined lanes.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <xsimd/xsimd.hpp>
-#pragma GCC diagnostic pop
-
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/simd.h"
 
 namespace graft::cpu {
 namespace {

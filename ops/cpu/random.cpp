@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/philox_lanes.h"
 #include "ops/random.h"
 
 namespace graft::cpu {
@@ -31,39 +32,6 @@ constexpr int kLanes = 16;
 // Elements per OpenMP work item (a multiple of kLanes).
 constexpr int64_t kChunk = 4096;
 
-// The first two output words of philox4x32(counter0 + l, key) for l in [0, kLanes): the same
-// arithmetic as ops/random.h, laid out structure-of-arrays so the 32x32 -> 64-bit multiplies
-// become vector instructions. Integer arithmetic is exact, so the words are identical.
-void philox_lanes(uint64_t counter0, uint64_t key, uint32_t* w0, uint32_t* w1) {
-  uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
-#pragma omp simd
-  for (int l = 0; l < kLanes; ++l) {
-    const uint64_t c = counter0 + uint64_t(l);
-    c0[l] = uint32_t(c);
-    c1[l] = uint32_t(c >> 32);
-    c2[l] = 0;
-    c3[l] = 0;
-  }
-  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
-  for (int r = 0; r < 10; ++r) {
-#pragma omp simd
-    for (int l = 0; l < kLanes; ++l) {
-      const uint64_t p0 = uint64_t(0xD2511F53u) * c0[l], p1 = uint64_t(0xCD9E8D57u) * c2[l];
-      const uint32_t n0 = uint32_t(p1 >> 32) ^ c1[l] ^ k0, n2 = uint32_t(p0 >> 32) ^ c3[l] ^ k1;
-      c1[l] = uint32_t(p1);
-      c3[l] = uint32_t(p0);
-      c0[l] = n0;
-      c2[l] = n2;
-    }
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  for (int l = 0; l < kLanes; ++l) {
-    w0[l] = c0[l];
-    w1[l] = c1[l];
-  }
-}
-
 // The same formulas as philox_uniform / philox_normal, applied to precomputed words.
 inline double uniform_from(uint32_t r0, uint32_t r1) {
   const uint64_t bits = (uint64_t(r0) << 21) ^ uint64_t(r1);
@@ -84,7 +52,7 @@ void fill_random(T* out, int64_t n, uint64_t seed, uint64_t offset) {
     const int64_t end = std::min(n, (c + 1) * kChunk);
     uint32_t w0[kLanes], w1[kLanes];
     for (int64_t i = c * kChunk; i < end; i += kLanes) {
-      philox_lanes(offset + uint64_t(i), seed, w0, w1);
+      philox_lanes<kLanes>(offset + uint64_t(i), seed, kLanes, w0, w1);
       const int64_t m = std::min<int64_t>(kLanes, end - i);
       for (int64_t l = 0; l < m; ++l) {
         if constexpr (kNormal) out[i + l] = T(normal_from(w0[l], w1[l]));

@@ -13,8 +13,10 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "autograd/op_table.h"
+#include "tests/error_of.h"
 
 using namespace graft;
+using namespace graft::test;
 
 namespace {
 
@@ -32,19 +34,6 @@ void check_values(const Tensor& t, const std::vector<double>& want, double tol =
   }
 }
 
-// The message of the graft::Error thrown by f, or a marker when none is thrown.
-template <class F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no graft::Error thrown>";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "autograd/op_table.h"
+#include "tests/autograd/op_case_run.h"
 
 using namespace graft;
 
@@ -19,37 +20,11 @@ struct RefGuard {
   ~RefGuard() { set_use_reference_kernels(false); }
 };
 
-// Fresh leaves with the same values, converted to dtype (bool/int inputs keep theirs).
-std::vector<Tensor> copy_inputs(const std::vector<Tensor>& in, DType dt) {
-  std::vector<Tensor> out;
-  for (const Tensor& t : in) {
-    Tensor c = is_floating(t.dtype()) ? t.detach().to(dt).clone() : t.detach().clone();
-    if (t.requires_grad()) c.requires_grad_(true);
-    out.push_back(c);
-  }
-  return out;
-}
-
-struct Run {
-  std::vector<double> y;
-  std::vector<std::vector<double>> grads;
-};
+using Run = test::CaseRun;
 
 Run run_case(const OpCase& c, DType dt, bool reference) {
   RefGuard guard(reference);
-  std::vector<Tensor> in = copy_inputs(c.inputs, dt);
-  Tensor y = c.fn(in);
-  Run r;
-  r.y = y.to_vector<double>();
-  if (!y.requires_grad()) return r;
-  Generator g(99);
-  Tensor v = uniform(y.shape(), 0.5, 1.5, TensorOptions(y.dtype()), &g);
-  std::vector<Tensor> wrt;
-  for (const Tensor& t : in)
-    if (t.requires_grad()) wrt.push_back(t);
-  for (const Tensor& gr : grad({y}, wrt, {v}, false, false, true))
-    r.grads.push_back(gr.defined() ? gr.to_vector<double>() : std::vector<double>());
-  return r;
+  return test::run_op_case(c, dt);
 }
 
 void check_close(const std::vector<double>& a, const std::vector<double>& b, double tol,

@@ -12,6 +12,7 @@
 
 #include "autograd/functions.h"
 #include "ops/storage.h"
+#include "tests/error_of.h"
 
 using namespace graft;
 
@@ -129,17 +130,8 @@ TEST_CASE("reductions and argmax values") {
   CHECK(logsumexp(x, {1}).to_vector<double>()[0] == doctest::Approx(std::log(std::exp(1) + std::exp(5) + std::exp(3))));
 }
 
-namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no graft::Error)";
-}
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-}  // namespace
+using graft::test::error_of;
+using graft::test::has;
 
 TEST_CASE("element counts: overflowing or negative shapes are errors naming the shape") {
   // 4 * (2^62 + 1) wraps to 4 in int64: a 4-element buffer for a "huge" tensor, then a crash.

@@ -24,25 +24,20 @@
 #include "data/tokenizer.h"
 #include "data/wordpiece.h"
 #include "ops/error.h"
+#include "tests/error_of.h"
+#include "tests/temp_dir.h"
 
 using namespace graft;
+using graft::test::error_of;
+using graft::test::has;
 using namespace graft::data;
 namespace fs = std::filesystem;
 
 namespace {
 
 // A fresh directory under /tmp for one test case, removed at the end.
-struct TempDir {
-  fs::path dir;
-  explicit TempDir(const std::string& name)
-      : dir(fs::temp_directory_path() / fmt::format("graft_robust_{}_{}", ::getpid(), name)) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
+struct TempDir : test::TempDir {
+  explicit TempDir(const std::string& name) : test::TempDir("robust", name) {}
   std::string file(const std::string& name, const std::string& text) const {
     const std::string p = (dir / name).string();
     std::ofstream(p, std::ios::binary) << text;
@@ -50,16 +45,6 @@ struct TempDir {
   }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no graft::Error)";
-}
-
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 std::string crlf(const std::string& text) {
   std::string out;

@@ -20,6 +20,7 @@
 #include "nn/optim.h"
 #include "ops/error.h"
 #include "ops/random.h"
+#include "tests/temp_dir.h"
 
 using namespace graft;
 using models::Abcnn;
@@ -29,18 +30,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path dir;
-  explicit TempDir(const std::string& name) {
-    dir = fs::temp_directory_path() / fmt::format("graft_abcnn_{}_{}", ::getpid(), name);
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
+struct TempDir : test::TempDir {
+  explicit TempDir(const std::string& name) : test::TempDir("abcnn", name) {}
 };
 
 double accuracy(Abcnn& m, const std::vector<data::SentencePair>& pairs, const data::PairVocab& v) {

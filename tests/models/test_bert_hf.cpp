@@ -21,6 +21,7 @@
 #include "models/bert_hf.h"
 #include "nn/safetensors.h"
 #include "ops/error.h"
+#include "tests/temp_dir.h"
 
 using namespace graft;
 namespace fs = std::filesystem;
@@ -29,19 +30,8 @@ namespace {
 
 const std::string kDir = std::string(GRAFT_FIXTURES) + "/bert_hf";
 
-struct TmpDir {
-  fs::path dir;
-  TmpDir() {
-    dir = fs::temp_directory_path() /
-          fmt::format("graft_bert_hf_{}_{}", ::getpid(),
-                      std::chrono::steady_clock::now().time_since_epoch().count());
-    fs::create_directories(dir);
-  }
-  ~TmpDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string str() const { return dir.string(); }
+struct TmpDir : test::TempDir {
+  TmpDir() : test::TempDir("bert_hf") {}
 };
 
 std::string read_text(const std::string& path) {

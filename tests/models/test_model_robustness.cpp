@@ -23,23 +23,15 @@
 #include "models/transformer.h"
 #include "nn/safetensors.h"
 #include "ops/error.h"
+#include "tests/error_of.h"
 
 using namespace graft;
+using namespace graft::test;
 using namespace graft::models;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no graft::Error)";
-}
-
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 Seq2SeqOptions tiny_seq2seq() {
   return {.src_vocab = 12, .tgt_vocab = 10, .embed = 8, .hidden = 8, .cell = "gru",

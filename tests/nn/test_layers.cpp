@@ -16,8 +16,10 @@
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "ops/random.h"
+#include "tests/error_of.h"
 
 using namespace graft;
+using namespace graft::test;
 namespace init = graft::nn::init;
 
 namespace {
@@ -47,18 +49,6 @@ void set(Tensor& p, std::vector<double> v) {
   p.copy_(from_vector(v, p.shape(), DType::f64));
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no graft::Error thrown>";
-}
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 // gradcheck over x and every parameter of m: the parameters are passed as inputs, so gradcheck
 // perturbs them in place (same handles as the module's) and checks d out / d param.

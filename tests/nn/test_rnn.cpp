@@ -18,8 +18,10 @@
 #include "autograd/ops_rnn.h"
 #include "nn/rnn.h"
 #include "nn/rnn_attention.h"
+#include "tests/error_of.h"
 
 using namespace graft;
+using namespace graft::test;
 using namespace graft::nn;
 
 namespace {
@@ -33,15 +35,6 @@ Tensor bools(const std::vector<double>& v, const Shape& s) {
   return ne(from_vector(v, s, DType::f64), zeros({}, DType::f64));
 }
 
-template <class F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no graft::Error thrown>";
-}
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();

@@ -31,6 +31,7 @@
 #include "autograd/tensor.h"
 #include "nn/module.h"
 #include "nn/safetensors.h"
+#include "tests/temp_dir.h"
 
 #ifndef GRAFT_FIXTURES
 // Normally set by tests/meson.build; this fallback works when run from a build dir in the tree.
@@ -44,20 +45,8 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-struct TmpDir {
-  fs::path dir;
-  TmpDir() {
-    dir = fs::temp_directory_path() / fmt::format("graft_safetensors_{}_{}", ::getpid(),
-                                                  std::chrono::steady_clock::now()
-                                                      .time_since_epoch()
-                                                      .count());
-    fs::create_directories(dir);
-  }
-  ~TmpDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
+struct TmpDir : test::TempDir {
+  TmpDir() : test::TempDir("safetensors") {}
 };
 
 Bytes read_bytes(const std::string& path) {

@@ -24,25 +24,16 @@
 #include "nn/scheduler.h"
 #include "nn/trainer.h"
 #include "ops/random.h"
+#include "tests/temp_dir.h"
 
 namespace trainer_test {
 
 using namespace graft;
 namespace fs = std::filesystem;
 
-// A fresh directory under /tmp, removed afterwards.
-struct TempDir {
-  fs::path dir;
-  explicit TempDir(const std::string& name) {
-    dir = fs::temp_directory_path() / fmt::format("graft_trainer_{}_{}", ::getpid(), name);
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string str() const { return dir.string(); }
+// A directory under /tmp that the trainer creates itself, removed afterwards.
+struct TempDir : graft::test::TempDir {
+  explicit TempDir(const std::string& name) : graft::test::TempDir("trainer", name, false) {}
 };
 
 // Everything one training process builds: data, a model with dropout (draws from the default

@@ -29,6 +29,7 @@
 #include "ops/opencl/backend_nn.h"
 #include "ops/opencl/opencl.h"
 #include "ops/opencl/runtime.h"
+#include "tests/autograd/op_case_run.h"
 
 using namespace graft;
 
@@ -58,37 +59,10 @@ void require_device() {
                   "no OpenCL device found; install an ICD such as pocl-opencl-icd");
 }
 
-std::vector<Tensor> inputs_on(const std::vector<Tensor>& in, DType dt, Device d) {
-  std::vector<Tensor> out;
-  for (const Tensor& t : in) {
-    Tensor c = is_floating(t.dtype()) ? t.detach().to(dt) : t.detach();
-    c = c.to(d).clone();
-    if (t.requires_grad()) c.requires_grad_(true);
-    out.push_back(c);
-  }
-  return out;
-}
+using Run = test::CaseRun;
+using test::inputs_on;
 
-struct Run {
-  std::vector<double> y;
-  std::vector<std::vector<double>> grads;
-};
-
-Run run_case(const OpCase& c, DType dt, Device d) {
-  std::vector<Tensor> in = inputs_on(c.inputs, dt, d);
-  Tensor y = c.fn(in);
-  Run r;
-  r.y = y.to_vector<double>();
-  if (!y.requires_grad()) return r;
-  Generator g(99);
-  Tensor v = uniform(y.shape(), 0.5, 1.5, TensorOptions(y.dtype()), &g).to(y.device());
-  std::vector<Tensor> wrt;
-  for (const Tensor& t : in)
-    if (t.requires_grad()) wrt.push_back(t);
-  for (const Tensor& gr : grad({y}, wrt, {v}, false, false, true))
-    r.grads.push_back(gr.defined() ? gr.to_vector<double>() : std::vector<double>());
-  return r;
-}
+Run run_case(const OpCase& c, DType dt, Device d) { return test::run_op_case(c, dt, d); }
 
 // Returns "" when close, else a description of the first mismatch.
 std::string compare(const std::vector<double>& a, const std::vector<double>& b, double tol) {

@@ -2,12 +2,15 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/error.h"
 #include "ops/random.h"
 
 namespace graft::testing {
@@ -62,6 +65,43 @@ inline void check_close(const Buf& a, const Buf& b, double atol, double rtol) {
   INFO("worst element " << worst_i << ": " << (worst_i >= 0 ? a.at(worst_i) : 0) << " vs "
                         << (worst_i >= 0 ? b.at(worst_i) : 0));
   CHECK(worst <= 1.0);
+}
+
+// A kernel input: its own buffer and the view the kernel gets of it.
+struct In {
+  Buf buf;
+  TensorView v;
+};
+
+// Logical shape `shape` with all dims reversed in memory (a transpose: the last dim has the
+// largest stride).
+inline In reversed_layout(const Shape& shape, DType dt) {
+  Shape s = shape;
+  std::reverse(s.begin(), s.end());
+  In in;
+  in.buf = Buf(s, dt);
+  in.v = in.buf.v;
+  in.v.shape = shape;
+  Strides st = contiguous_strides(s);
+  std::reverse(st.begin(), st.end());
+  in.v.strides = st;
+  return in;
+}
+
+// Runs f, which must throw graft::Error mentioning every one of `parts`.
+template <class F> void check_error(F&& f, std::vector<std::string> parts) {
+  bool thrown = false;
+  try {
+    f();
+  } catch (const graft::Error& e) {
+    thrown = true;
+    const std::string msg = e.what();
+    for (const auto& p : parts) {
+      INFO("message: " << msg << " should mention " << p);
+      CHECK(msg.find(p) != std::string::npos);
+    }
+  }
+  CHECK(thrown);
 }
 
 }  // namespace graft::testing

@@ -44,10 +44,6 @@ std::string lay_name(Lay l) {
 }
 
 // A random input viewed with logical shape `shape` and layout `lay`.
-struct In {
-  Buf buf;
-  TensorView v;
-};
 In make_in(Lay lay, const Shape& shape, DType dt, double lo, double hi, uint64_t seed) {
   In in;
   const int r = shape.size();
@@ -63,14 +59,8 @@ In make_in(Lay lay, const Shape& shape, DType dt, double lo, double hi, uint64_t
         in.v = in.buf.v;
         in.v.shape = shape;
         in.v.strides = Strides{2};
-      } else {  // all dims reversed in memory (a transpose): the last dim has the largest stride
-        std::reverse(s.begin(), s.end());
-        in.buf = Buf(s, dt);
-        in.v = in.buf.v;
-        in.v.shape = shape;
-        Strides st = contiguous_strides(s);
-        std::reverse(st.begin(), st.end());
-        in.v.strides = st;
+      } else {
+        in = reversed_layout(shape, dt);
       }
       break;
     case Lay::bcast_rows:  // stride 0 on the first dim

@@ -13,8 +13,7 @@
 using graft::DType;
 using graft::Shape;
 using graft::TensorView;
-using graft::testing::Buf;
-using graft::testing::check_close;
+using namespace graft::testing;  // Buf, check_close, check_error
 namespace cpu = graft::cpu;
 
 namespace {
@@ -97,21 +96,6 @@ Shape with_dim(Shape s, int dim, int64_t size) {
   return s;
 }
 
-// Runs f, which must throw graft::Error mentioning every one of `parts`.
-template <class F> void check_error(F&& f, std::vector<std::string> parts) {
-  bool thrown = false;
-  try {
-    f();
-  } catch (const graft::Error& e) {
-    thrown = true;
-    const std::string msg = e.what();
-    for (const auto& p : parts) {
-      INFO("message: " << msg << " should mention " << p);
-      CHECK(msg.find(p) != std::string::npos);
-    }
-  }
-  CHECK(thrown);
-}
 
 constexpr DType kAll[] = {DType::f32, DType::f64, DType::i64, DType::b8};
 constexpr DType kFloat[] = {DType::f32, DType::f64};

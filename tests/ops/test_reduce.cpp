@@ -27,10 +27,6 @@ std::string lay_name(Lay l) {
   return l == Lay::contig ? "contig" : l == Lay::transposed ? "transposed" : "step2";
 }
 
-struct In {
-  Buf buf;
-  TensorView v;
-};
 In make_in(Lay lay, const Shape& shape, DType dt, uint64_t seed) {
   In in;
   Shape s = shape;
@@ -38,13 +34,7 @@ In make_in(Lay lay, const Shape& shape, DType dt, uint64_t seed) {
     in.buf = Buf(shape, dt);
     in.v = in.buf.v;
   } else if (lay == Lay::transposed) {
-    std::reverse(s.begin(), s.end());
-    in.buf = Buf(s, dt);
-    in.v = in.buf.v;
-    in.v.shape = shape;
-    Strides st = contiguous_strides(s);
-    std::reverse(st.begin(), st.end());
-    in.v.strides = st;
+    in = reversed_layout(shape, dt);
   } else {
     s[s.size() - 1] *= 2;
     in.buf = Buf(s, dt);

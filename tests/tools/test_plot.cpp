@@ -20,24 +20,15 @@
 #include "nn/trainer.h"
 #include "ops/error.h"
 #include "tools/plot.h"
+#include "tests/temp_dir.h"
 
 using namespace graft;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path dir;
-  explicit TempDir(const std::string& name) {
-    dir = fs::temp_directory_path() / fmt::format("graft_plot_{}_{}", ::getpid(), name);
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
+struct TempDir : test::TempDir {
+  explicit TempDir(const std::string& name) : test::TempDir("plot", name) {}
 };
 
 std::string read_all(const fs::path& p) {
