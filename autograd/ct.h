@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "ops/functors.h"
+#include "ops/kernels.h"
 
 namespace graft::ct {
 
@@ -100,57 +101,35 @@ template <class A, class B>
 concept Operands = (Expr<A> || Expr<B>) && (Expr<A> || std::is_arithmetic_v<std::remove_cvref_t<A>>) &&
                    (Expr<B> || std::is_arithmetic_v<std::remove_cvref_t<B>>);
 
-#define GRAFT_CT_BINARY(fn, F)                                                      \
-  template <class A, class B>                                                       \
-    requires Operands<A, B>                                                         \
-  auto fn(A&& a, B&& b) {                                                           \
-    return Bin<fn::F, decltype(lift(a)), decltype(lift(b))>{lift(a), lift(b)};      \
+// One function per op of the lists in ops/kernels.h: exp(x), maximum(x, y), pow_scalar(x, 2.5),
+// ... A unary op's scalar parameter defaults to the functor's `default_alpha` (0 if it has none).
+template <class F> constexpr double default_alpha() {
+  if constexpr (requires { F::default_alpha; }) return F::default_alpha;
+  else return 0.0;
+}
+#define GRAFT_CT_UNARY(name, F)                                             \
+  template <Expr A> auto name(A&& a, double alpha = default_alpha<fn::F>()) { \
+    return Un<fn::F, std::remove_cvref_t<A>>{a, alpha};                     \
   }
-// (operators are defined below with simplification-free construction)
-template <class A, class B> requires Operands<A, B> auto operator+(A&& a, B&& b) {
-  return Bin<fn::Add, decltype(lift(a)), decltype(lift(b))>{lift(a), lift(b)};
-}
-template <class A, class B> requires Operands<A, B> auto operator-(A&& a, B&& b) {
-  return Bin<fn::Sub, decltype(lift(a)), decltype(lift(b))>{lift(a), lift(b)};
-}
-template <class A, class B> requires Operands<A, B> auto operator*(A&& a, B&& b) {
-  return Bin<fn::Mul, decltype(lift(a)), decltype(lift(b))>{lift(a), lift(b)};
-}
-template <class A, class B> requires Operands<A, B> auto operator/(A&& a, B&& b) {
-  return Bin<fn::Div, decltype(lift(a)), decltype(lift(b))>{lift(a), lift(b)};
-}
-template <class A, class B> requires Operands<A, B> auto pow(A&& a, B&& b) {
-  if constexpr (!Expr<B>) {
-    return Un<fn::PowScalar, decltype(lift(a))>{lift(a), double(b)};  // x^c: scalar exponent
-  } else {
-    return Bin<fn::Pow, decltype(lift(a)), decltype(lift(b))>{lift(a), lift(b)};
-  }
-}
-template <class A, class B> requires Operands<A, B> auto maximum(A&& a, B&& b) {
-  return Bin<fn::Maximum, decltype(lift(a)), decltype(lift(b))>{lift(a), lift(b)};
-}
-template <class A, class B> requires Operands<A, B> auto minimum(A&& a, B&& b) {
-  return Bin<fn::Minimum, decltype(lift(a)), decltype(lift(b))>{lift(a), lift(b)};
-}
-#undef GRAFT_CT_BINARY
-
-#define GRAFT_CT_UNARY(name, F) \
-  template <Expr A> auto name(A&& a) { return Un<fn::F, std::remove_cvref_t<A>>{a, 0.0}; }
-GRAFT_CT_UNARY(operator-, Neg)
-GRAFT_CT_UNARY(exp, Exp)
-GRAFT_CT_UNARY(log, Log)
-GRAFT_CT_UNARY(sqrt, Sqrt)
-GRAFT_CT_UNARY(rsqrt, Rsqrt)
-GRAFT_CT_UNARY(abs, Abs)
-GRAFT_CT_UNARY(tanh, Tanh)
-GRAFT_CT_UNARY(sigmoid, Sigmoid)
-GRAFT_CT_UNARY(relu, Relu)
-GRAFT_CT_UNARY(gelu, Gelu)
-GRAFT_CT_UNARY(gelu_tanh, GeluTanh)
-GRAFT_CT_UNARY(erf, Erf)
-GRAFT_CT_UNARY(sin, Sin)
-GRAFT_CT_UNARY(cos, Cos)
+GRAFT_UNARY_OPS(GRAFT_CT_UNARY)
 #undef GRAFT_CT_UNARY
+// pow(x, c) with a number c is pow_scalar; every other pair of operands is a Bin.
+template <class F, class A, class B> auto make_bin(A&& a, B&& b) {
+  if constexpr (std::is_same_v<F, fn::Pow> && !Expr<B>)
+    return Un<fn::PowScalar, decltype(lift(a))>{lift(a), double(b)};
+  else return Bin<F, decltype(lift(a)), decltype(lift(b))>{lift(a), lift(b)};
+}
+#define GRAFT_CT_BINARY(name, F) \
+  template <class A, class B>    \
+    requires Operands<A, B>      \
+  auto name(A&& a, B&& b) { return make_bin<fn::F>(a, b); }
+GRAFT_BINARY_OPS(GRAFT_CT_BINARY)
+#undef GRAFT_CT_BINARY
+template <Expr A> auto operator-(A&& a) { return neg(a); }
+template <class A, class B> requires Operands<A, B> auto operator+(A&& a, B&& b) { return add(a, b); }
+template <class A, class B> requires Operands<A, B> auto operator-(A&& a, B&& b) { return sub(a, b); }
+template <class A, class B> requires Operands<A, B> auto operator*(A&& a, B&& b) { return mul(a, b); }
+template <class A, class B> requires Operands<A, B> auto operator/(A&& a, B&& b) { return div(a, b); }
 template <Expr A> auto square(A&& a) { return Un<fn::PowScalar, std::remove_cvref_t<A>>{a, 2.0}; }
 template <Expr E> Sum<std::remove_cvref_t<E>> sum(E&& e) { return {e}; }
 template <Expr E> Mean<std::remove_cvref_t<E>> mean(E&& e) { return {e}; }
@@ -296,36 +275,20 @@ template <int I, class F, class A> auto d(const DUn<F, A>&, Var<I>) {
 template <Expr E, int I> auto grad(const E& f, Var<I> x) { return d(f, x); }
 
 // ------------------------------------------------------------------ printing
+// The op's name in the lists of ops/kernels.h; the four arithmetic ops print as infix symbols.
 template <class F> constexpr const char* op_name() {
-  using namespace fn;
-  if constexpr (std::is_same_v<F, Neg>) return "neg";
-  else if constexpr (std::is_same_v<F, Exp>) return "exp";
-  else if constexpr (std::is_same_v<F, Log>) return "log";
-  else if constexpr (std::is_same_v<F, Sqrt>) return "sqrt";
-  else if constexpr (std::is_same_v<F, Rsqrt>) return "rsqrt";
-  else if constexpr (std::is_same_v<F, Abs>) return "abs";
-  else if constexpr (std::is_same_v<F, Tanh>) return "tanh";
-  else if constexpr (std::is_same_v<F, Sigmoid>) return "sigmoid";
-  else if constexpr (std::is_same_v<F, Relu>) return "relu";
-  else if constexpr (std::is_same_v<F, Gelu>) return "gelu";
-  else if constexpr (std::is_same_v<F, GeluTanh>) return "gelu_tanh";
-  else if constexpr (std::is_same_v<F, Erf>) return "erf";
-  else if constexpr (std::is_same_v<F, Sin>) return "sin";
-  else if constexpr (std::is_same_v<F, Cos>) return "cos";
-  else if constexpr (std::is_same_v<F, PowScalar>) return "pow";
-  else if constexpr (std::is_same_v<F, Add>) return "+";
-  else if constexpr (std::is_same_v<F, Sub>) return "-";
-  else if constexpr (std::is_same_v<F, Mul>) return "*";
-  else if constexpr (std::is_same_v<F, Div>) return "/";
-  else if constexpr (std::is_same_v<F, Pow>) return "pow";
-  else if constexpr (std::is_same_v<F, Maximum>) return "maximum";
-  else if constexpr (std::is_same_v<F, Minimum>) return "minimum";
-  else return "?";
+#define GRAFT_CT_NAME(name, G) if constexpr (std::is_same_v<F, fn::G>) return #name; else
+  GRAFT_UNARY_OPS(GRAFT_CT_NAME) GRAFT_BINARY_OPS(GRAFT_CT_NAME) return "?";
+#undef GRAFT_CT_NAME
 }
-template <class F> constexpr bool is_infix() {
-  return std::is_same_v<F, fn::Add> || std::is_same_v<F, fn::Sub> || std::is_same_v<F, fn::Mul> ||
-         std::is_same_v<F, fn::Div>;
+template <class F> constexpr const char* infix() {
+  if constexpr (std::is_same_v<F, fn::Add>) return "+";
+  else if constexpr (std::is_same_v<F, fn::Sub>) return "-";
+  else if constexpr (std::is_same_v<F, fn::Mul>) return "*";
+  else if constexpr (std::is_same_v<F, fn::Div>) return "/";
+  else return nullptr;
 }
+template <class F> constexpr bool is_infix() { return infix<F>() != nullptr; }
 
 inline std::string var_name(int i) {
   static const char* names[] = {"x", "y", "z", "w"};
@@ -341,7 +304,7 @@ template <class F, class A> std::string to_string(const Un<F, A>& e) {
   else return fmt::format("{}({})", op_name<F>(), to_string(e.a));
 }
 template <class F, class A, class B> std::string to_string(const Bin<F, A, B>& e) {
-  if constexpr (is_infix<F>()) return fmt::format("({} {} {})", to_string(e.a), op_name<F>(), to_string(e.b));
+  if constexpr (is_infix<F>()) return fmt::format("({} {} {})", to_string(e.a), infix<F>(), to_string(e.b));
   else return fmt::format("{}({}, {})", op_name<F>(), to_string(e.a), to_string(e.b));
 }
 template <class F, class A> std::string to_string(const DUn<F, A>& e) {
@@ -350,7 +313,7 @@ template <class F, class A> std::string to_string(const DUn<F, A>& e) {
   else return fmt::format("{}'({})", op_name<F>(), to_string(e.a));
 }
 template <class F, class A, class B, bool W> std::string to_string(const DBin<F, A, B, W>& e) {
-  return fmt::format("d{}/d{}({}, {})", is_infix<F>() ? std::string("(") + op_name<F>() + ")" : op_name<F>(),
+  return fmt::format("d{}/d{}({}, {})", is_infix<F>() ? std::string("(") + infix<F>() + ")" : op_name<F>(),
                      W ? "a" : "b", to_string(e.a), to_string(e.b));
 }
 template <class E> std::string to_string(const Sum<E>& s) { return "sum(" + to_string(s.e) + ")"; }

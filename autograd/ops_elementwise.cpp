@@ -1,52 +1,17 @@
 // Elementwise ops: unary math, binary math with broadcasting, comparisons, where/masked_fill.
-// The math itself is written once in ops/functors.h; here are the autograd rules and tests.
+// The math and its derivative rules are written once in ops/functors.h; here are the tape
+// nodes (autograd/tensor_functors.h runs the rules on tensors) and the op-table entries.
 #include <cmath>
 
 #include "autograd/case_util.h"
 #include "autograd/dispatch.h"
 #include "autograd/functions.h"
 #include "autograd/node.h"
+#include "autograd/tensor_functors.h"
 
 namespace graft {
 
 namespace {
-
-Tensor as_float_mask(const Tensor& m, const Tensor& like_t) { return m.to(like_t.dtype()); }
-
-// Composite derivative of y = op(x) (differentiable, for double backward).
-Tensor unary_grad_composite(UnaryOp op, double a, const Tensor& x, const Tensor& y, const Tensor& dy) {
-  switch (op) {
-    case UnaryOp::neg: return neg(dy);                                  // dx = -dy
-    case UnaryOp::exp: return dy * y;                                   // dx = dy * y
-    case UnaryOp::log: return dy / x;                                   // dx = dy / x
-    case UnaryOp::sqrt: return dy / (y * 2.0);                          // dx = dy / (2y)
-    case UnaryOp::rsqrt: return dy * pow(y, 3.0) * -0.5;                // dx = -dy y^3 / 2
-    case UnaryOp::abs:                                                  // dx = dy * sign(x)
-      return dy * (as_float_mask(gt(x, zeros_like(x)), x) - as_float_mask(lt(x, zeros_like(x)), x));
-    case UnaryOp::tanh: return dy * (1.0 - y * y);                      // dx = dy (1 - y^2)
-    case UnaryOp::sigmoid: return dy * y * (1.0 - y);                   // dx = dy y (1 - y)
-    case UnaryOp::relu: return dy * as_float_mask(gt(x, zeros_like(x)), x);  // dx = dy [x > 0]
-    case UnaryOp::gelu: {  // dx = dy (Phi(x) + x phi(x))
-      Tensor cdf = (erf(x * 0.70710678118654752440) + 1.0) * 0.5;
-      Tensor pdf = exp(x * x * -0.5) * 0.39894228040143267794;
-      return dy * (cdf + x * pdf);
-    }
-    case UnaryOp::gelu_tanh: {  // dx = dy (1/2 (1 + t) + x/2 (1 - t^2) u'), t = tanh(u)
-      const double k = 0.79788456080286535588, c = 0.044715;
-      Tensor t = tanh((x + pow(x, 3.0) * c) * k);
-      Tensor du = (x * x * (3 * c) + 1.0) * k;
-      return dy * ((t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * du);
-    }
-    case UnaryOp::erf: return dy * exp(-(x * x)) * 1.12837916709551257390;  // dx = dy 2/sqrt(pi) e^{-x^2}
-    case UnaryOp::sin: return dy * cos(x);                              // dx = dy cos x
-    case UnaryOp::cos: return -(dy * sin(x));                           // dx = -dy sin x
-    case UnaryOp::pow_scalar:                                           // dx = dy a x^(a-1)
-      return a == 1.0 ? dy : dy * pow(x, a - 1.0) * a;
-    case UnaryOp::add_scalar: return dy;                                // dx = dy
-    case UnaryOp::mul_scalar: return dy * a;                            // dx = dy a
-  }
-  GRAFT_ASSERT(false);
-}
 
 Tensor unary_op(UnaryOp op, double alpha, const Tensor& x) {
   const char* name = unary_name(op);
@@ -58,8 +23,9 @@ Tensor unary_op(UnaryOp op, double alpha, const Tensor& x) {
   if (auto n = record(name, {x}, [op, alpha](BackwardCtx& c) -> std::vector<Tensor> {
         Tensor x = c.saved_tensor(0), y = c.saved_tensor(1);
         const Tensor& dy = c.grad();
-        if (c.create_graph) return {unary_grad_composite(op, alpha, x, y, dy)};
-        // fused: dx = df(x, y, dy) in one kernel (ops/functors.h has each rule)
+        // dx = df(x, y, dy), the functor's rule (ops/functors.h): on tensors, so that the result
+        // is differentiable again, or fused into one kernel when no graph is wanted
+        if (c.create_graph) return {tfn::unary_df(op, alpha, x, y, dy)};
         Tensor dx = Tensor::empty(x.shape(), x.options());
         const Backend& be = detail::backend(unary_name(op), {&x, &dy});
         detail::need(be.unary_backward, unary_name(op), x)(op, alpha, x.kview(), y.kview(),
@@ -88,47 +54,25 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
     y = Tensor::empty(s, a.options());
     detail::need(be.binary, name, a)(op, a.kview().broadcast_to(s), b.kview().broadcast_to(s), y.kview());
   }
-  const bool light = op == BinaryOp::add || op == BinaryOp::sub;  // needs only the shapes
+  // Save what the op's rules read (add and sub: nothing, pow: y as well); ops/functors.h has
+  // the rules, autograd/tensor_functors.h runs them on tensors.
+  const unsigned use = tfn::binary_uses(op);
   Shape sa = a.shape(), sb = b.shape();
-  if (auto n = record(name, {a, b}, [op, light, sa, sb](BackwardCtx& c) -> std::vector<Tensor> {
+  if (auto n = record(name, {a, b}, [op, use, sa, sb](BackwardCtx& c) -> std::vector<Tensor> {
         Tensor a, b, y;
-        if (!light) a = c.saved_tensor(0), b = c.saved_tensor(1);
-        if (op == BinaryOp::pow) y = c.saved_tensor(2);
+        int k = 0;
+        if (use & tfn::kUseX) a = c.saved_tensor(k++);
+        if (use & tfn::kUseZ) b = c.saved_tensor(k++);
+        if (use & tfn::kUseY) y = c.saved_tensor(k++);
         const Tensor& dy = c.grad();
-        Tensor da, db;
-        switch (op) {
-          case BinaryOp::add:  // da = dy, db = dy
-            da = dy, db = dy;
-            break;
-          case BinaryOp::sub:  // da = dy, db = -dy
-            da = dy;
-            if (c.needs(1)) db = neg(dy);
-            break;
-          case BinaryOp::mul:  // da = dy b, db = dy a
-            if (c.needs(0)) da = dy * b;
-            if (c.needs(1)) db = dy * a;
-            break;
-          case BinaryOp::div:  // da = dy / b, db = -dy a / b^2
-            if (c.needs(0)) da = dy / b;
-            if (c.needs(1)) db = -(dy * a / (b * b));
-            break;
-          case BinaryOp::pow:  // da = dy b a^(b-1), db = dy y log a
-            if (c.needs(0)) da = dy * b * pow(a, b - 1.0);
-            if (c.needs(1)) db = dy * y * log(a);
-            break;
-          case BinaryOp::maximum:  // da = dy [a >= b], db = dy [a < b]
-            if (c.needs(0)) da = dy * ge(a, b).to(dy.dtype());
-            if (c.needs(1)) db = dy * lt(a, b).to(dy.dtype());
-            break;
-          case BinaryOp::minimum:  // da = dy [a <= b], db = dy [a > b]
-            if (c.needs(0)) da = dy * le(a, b).to(dy.dtype());
-            if (c.needs(1)) db = dy * gt(a, b).to(dy.dtype());
-            break;
-        }
-        return {c.needs(0) ? sum_to(da, sa) : Tensor(), c.needs(1) ? sum_to(db, sb) : Tensor()};
+        // da = dF/da dy, db = dF/db dy at the broadcast shape, then summed back to each input's
+        Tensor da = c.needs(0) ? sum_to(tfn::binary_d(op, true, a, b, y, dy), sa) : Tensor();
+        Tensor db = c.needs(1) ? sum_to(tfn::binary_d(op, false, a, b, y, dy), sb) : Tensor();
+        return {da, db};
       })) {
-    if (!light) n->saved = {SavedTensor::input(a), SavedTensor::input(b)};
-    if (op == BinaryOp::pow) n->saved.push_back(SavedTensor::output(y, n));
+    if (use & tfn::kUseX) n->saved.push_back(SavedTensor::input(a));
+    if (use & tfn::kUseZ) n->saved.push_back(SavedTensor::input(b));
+    if (use & tfn::kUseY) n->saved.push_back(SavedTensor::output(y, n));
     set_history(y, n);
   }
   return y;
