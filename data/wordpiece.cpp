@@ -1,5 +1,5 @@
 // BERT WordPiece tokenizer: BasicTokenizer, greedy WordPiece, vocab.txt I/O, pair encoding and
-// vocabulary training. The Unicode tables and functions are in wordpiece_unicode.cpp.
+// vocabulary training. The Unicode functions (on utf8proc) are in wordpiece_unicode.cpp.
 #include "data/wordpiece.h"
 
 #include <algorithm>
@@ -49,14 +49,13 @@ std::vector<std::string> BasicTokenizer::tokenize(std::string_view text) const {
       out.push_back(std::move(word8));
       continue;
     }
-    if (options_.lower_case)
-      for (char32_t& c : word) c = to_lower(c);
-    if (strip) {
+    if (strip) {  // accents first, then case, as Hugging Face's Rust BertNormalizer
       std::u32string d = nfd(word);
       word.clear();
       for (char32_t c : d)
         if (!is_mark_nonspacing(c)) word.push_back(c);
     }
+    if (options_.lower_case) word = lower(word);
     std::u32string piece;  // split off every punctuation character
     for (char32_t c : word) {
       if (is_punctuation(c)) {

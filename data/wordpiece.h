@@ -1,6 +1,7 @@
-// BERT's WordPiece tokenizer, compatible with Hugging Face's BertTokenizer (slow, pure-Python
-// version): a BasicTokenizer (clean-up, optional lower-casing and accent stripping, punctuation
-// and CJK splitting) followed by greedy longest-match-first WordPiece with "##" continuations.
+// BERT's WordPiece tokenizer, compatible with Hugging Face's BertTokenizer (the Rust-backed one
+// of transformers 5; see `nfc` for the pure-Python one of 4.x): a BasicTokenizer (clean-up,
+// optional lower-casing and accent stripping, punctuation and CJK splitting) followed by greedy
+// longest-match-first WordPiece with "##" continuations.
 // vocab.txt is BertTokenizer's format: one token per line, id = line number (0-based).
 //
 //   auto tok = data::WordPieceTokenizer::load("vocab.txt");       // lower_case by default
@@ -8,12 +9,14 @@
 //   data::PairEncoding e = tok.encode_pair("Who?", "Me.", 128);   // [CLS] A [SEP] B [SEP]
 //   auto trained = data::WordPieceTokenizer::train(lines, 8000);  // specials first
 //
-// Unicode limits (tables generated from Python's unicodedata, Unicode 14, code points below
-// U+10000): punctuation (P*), non-spacing marks (Mn), control/format/private-use (Cc Cf Co) and
-// one-to-one lower-case mappings cover the whole BMP; canonical decompositions (for accent
-// stripping and NFC) cover Latin-1, Latin Extended-A/B, Greek, Cyrillic, Latin Extended
-// Additional and Greek Extended. Outside those (e.g. Hangul syllable decomposition, one-to-many
-// lower-casing such as U+0130, unassigned code points) the result can differ from Python's.
+// Unicode: categories (P*, Mn, Cc/Cf/Co, Zs/Zl/Zp), lower-case mappings and canonical
+// decompositions come from utf8proc (Unicode 15 with Debian's 2.8), over the whole code space:
+// Hangul syllables decompose into jamo when accents are stripped, as Hugging Face's do.
+// Hugging Face's Rust tokenizers (transformers 5, the fixtures' reference) classify punctuation,
+// marks and controls with older tables (about Unicode 8): characters of those classes assigned
+// since then (e.g. U+1E94A ADLAM NUKTA, U+2E52 TIRONIAN SIGN CAPITAL ET) are stripped or split
+// here but not there. Final-sigma context is not applied (Rust's per-character lower-casing
+// does not either; Python's str.lower() does).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -34,8 +37,9 @@ struct BasicTokenizerOptions {
 };
 
 // Text -> words: drops NUL/U+FFFD/control characters, maps whitespace to ' ', surrounds CJK
-// ideographs with spaces, optionally NFC-normalises, then per whitespace-separated word: lower-cases,
-// strips accents (NFD, drop Mn) and splits every punctuation character into its own word.
+// ideographs with spaces, optionally NFC-normalises, then per whitespace-separated word: strips
+// accents (NFD, drop Mn), lower-cases (in that order, as Hugging Face's Rust BertNormalizer) and
+// splits every punctuation character into its own word.
 // Words in never_split (e.g. "[MASK]") are kept verbatim.
 class BasicTokenizer {
  public:
@@ -55,12 +59,13 @@ std::u32string decode_utf8(std::string_view s);  // invalid bytes -> U+FFFD
 std::string encode_utf8(std::u32string_view s);
 bool is_punctuation(char32_t c);  // ASCII punctuation or a P* category
 bool is_whitespace(char32_t c);   // ' ', \t, \n, \r, Zs, U+2028/2029
-bool is_control(char32_t c);      // Cc/Cf/Co except \t \n \r
-bool is_cjk(char32_t c);          // CJK Unified Ideographs blocks (as BERT)
+bool is_control(char32_t c);      // Cc/Cf/Co except \t \n \r (unassigned code points are kept)
+bool is_cjk(char32_t c);          // the CJK ideograph blocks BERT splits (BMP and plane 2)
 bool is_mark_nonspacing(char32_t c);  // Mn: combining marks, dropped when stripping accents
-char32_t to_lower(char32_t c);
-std::u32string nfd(std::u32string_view s);  // canonical decomposition (table range only)
-std::u32string nfc(std::u32string_view s);  // decomposition + pairwise recomposition
+char32_t to_lower(char32_t c);              // simple (one-to-one) lower-case mapping
+std::u32string lower(std::u32string_view s);  // full mapping: U+0130 -> i U+0307
+std::u32string nfd(std::u32string_view s);  // canonical decomposition, canonically ordered
+std::u32string nfc(std::u32string_view s);  // canonical decomposition + composition
 }  // namespace unicode
 
 // Token ids and segment ids (token_type_ids) of [CLS] A [SEP] B [SEP].

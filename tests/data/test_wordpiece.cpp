@@ -142,7 +142,28 @@ TEST_CASE("wordpiece: Unicode helpers") {
   CHECK(to_lower(0x141) == 0x142);  // Ł
   CHECK(to_lower(0x3A9) == 0x3C9);  // Ω
   CHECK(to_lower(0x42F) == 0x44F);  // Я
-  CHECK(to_lower(0x101) == 0x101);  // already lower (stride-2 run)
+  CHECK(to_lower(0x101) == 0x101);  // already lower
+  CHECK(to_lower(0x10400) == 0x10428);  // Deseret, plane 1
+  CHECK(to_lower(0x1D400) == 0x1D400);  // math bold A has no lower case
+  CHECK(lower(U"\u0130x") == std::u32string{U'i', 0x307, U'x'});  // one-to-many
+  CHECK(nfd(U"\uD55C") == std::u32string{0x1112, 0x1161, 0x11AB});  // Hangul LVT syllable
+  CHECK(nfc(std::u32string{0x1112, 0x1161, 0x11AB}) == U"\uD55C");
+  CHECK(nfd(U"\U0001109A") == std::u32string{0x11099, 0x110BA});  // Kaithi, with a nukta
+  CHECK(nfd(U"\U0002F800") == U"\u4E3D");  // CJK compatibility ideograph, plane 2
+  CHECK(nfd(U"e\u0301\u0323") == std::u32string{U'e', 0x323, 0x301});  // canonical order
+  CHECK(is_mark_nonspacing(0x11001));
+  CHECK(is_mark_nonspacing(0xFE0F));
+  CHECK_FALSE(is_mark_nonspacing(0x1F3FD));  // skin-tone modifier: Sk
+  CHECK(is_punctuation(0x10100));
+  CHECK(is_control(0x1D173));
+  CHECK(is_control(0xE0067));   // tag character
+  CHECK(is_control(0x100000));  // private use, plane 16
+  CHECK_FALSE(is_control(0x378));  // unassigned: kept, as Hugging Face's Rust normaliser
+  CHECK(is_whitespace(0x2028));
+  CHECK(is_cjk(0x20000));
+  CHECK_FALSE(is_cjk(0x2B820));
+  CHECK(is_cjk(0x2B920));
+  CHECK_FALSE(is_cjk(0x30000));
   CHECK(is_punctuation(U'!'));
   CHECK(is_punctuation(0x2014));  // em dash
   CHECK(is_punctuation(0x3002));  // ideographic full stop
