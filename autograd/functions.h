@@ -29,6 +29,8 @@ Tensor pow(const Tensor& x, double exponent);
 Tensor square(const Tensor& x);
 Tensor add(const Tensor& x, double s);
 Tensor mul(const Tensor& x, double s);
+// log(1 + exp(beta x)) / beta, and x where beta x > threshold (torch's softplus); fused for beta 1
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 
 // ---- elementwise binary with NumPy broadcasting
 Tensor add(const Tensor& a, const Tensor& b);

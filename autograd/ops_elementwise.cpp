@@ -116,6 +116,14 @@ Tensor pow(const Tensor& x, double e) { return unary_op(UnaryOp::pow_scalar, e, 
 Tensor square(const Tensor& x) { return unary_op(UnaryOp::pow_scalar, 2.0, x); }
 Tensor add(const Tensor& x, double s) { return unary_op(UnaryOp::add_scalar, s, x); }
 Tensor mul(const Tensor& x, double s) { return unary_op(UnaryOp::mul_scalar, s, x); }
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  GRAFT_CHECK(beta != 0.0 && std::isfinite(beta), "softplus: beta must be finite and nonzero, got {}",
+              beta);
+  if (beta == 1.0) return unary_op(UnaryOp::softplus, threshold, x);
+  check_defined(x, "softplus");
+  detail::check_float(x, "softplus");
+  return unary_op(UnaryOp::softplus, threshold, x * beta) * (1.0 / beta);  // sp(beta x) / beta
+}
 
 Tensor add(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::add, a, b); }
 Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::sub, a, b); }
@@ -204,6 +212,8 @@ void register_elementwise_ops(std::vector<OpInfo>& t) {
       {"pow_scalar", [](const Tensor& x) { return pow(x, 2.5); }, 0.3, 2, false},
       {"add_scalar", [](const Tensor& x) { return x + 0.75; }, -2, 2, false},
       {"mul_scalar", [](const Tensor& x) { return x * -1.5; }, -2, 2, false},
+      {"softplus", [](const Tensor& x) { return softplus(x); }, -3, 3, false},
+      {"softplus beta=2 threshold=3", [](const Tensor& x) { return softplus(x, 2.0, 3.0); }, -2, 2, false},
   };
   for (const U& u : unaries) {
     t.push_back({u.name, true, has_unary, [u](Generator& g) {

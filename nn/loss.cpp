@@ -53,9 +53,6 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
   return true;
 }
 
-// log(1 + exp(x)) = logsumexp([0, x]): stable for any x, gradient sigmoid(x) everywhere.
-Tensor softplus(const Tensor& x) { return logsumexp(stack({zeros_like(x), x}, -1), {-1}); }
-
 }  // namespace
 
 // ------------------------------------------------------------------ functional

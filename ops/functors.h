@@ -31,8 +31,8 @@ template <class T> inline T vmin(T a, T b) {
   return min(a, b);
 }
 
-#define GRAFT_FN_MATH using std::exp, std::log, std::sqrt, std::abs, std::tanh, std::sin, \
-                      std::cos, std::erf, std::pow
+#define GRAFT_FN_MATH using std::exp, std::log, std::log1p, std::sqrt, std::abs, std::tanh, \
+                      std::sin, std::cos, std::erf, std::pow
 // ---------------------------------------------------------------- unary
 struct Neg {
   template <class T> static T f(T x, double) { return -x; }
@@ -128,6 +128,20 @@ struct Cos {
   template <class T> static T f(T x, double) { GRAFT_FN_MATH; return cos(x); }
   // dx = -dy * sin(x)
   template <class T> static T df(T x, T, T dy, double) { GRAFT_FN_MATH; return -dy * sin(x); }
+};
+// y = log(1 + e^x), and y = x where x > a (the threshold, default 20), as torch's softplus
+// with beta = 1 (graft::softplus scales x by beta around this functor)
+struct Softplus {
+  static constexpr double default_alpha = 20.0;
+  template <class T> static T f(T x, double a) {
+    GRAFT_FN_MATH;
+    return sel(x > T(a), x, log1p(exp(x)));
+  }
+  // dx = dy * sigmoid(x) = dy * e^(x - y) (dy above the threshold)
+  template <class T> static T df(T x, T y, T dy, double a) {
+    GRAFT_FN_MATH;
+    return sel(x > T(a), dy, dy * exp(x - y));
+  }
 };
 // y = x^a for a scalar a
 struct PowScalar {

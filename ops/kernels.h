@@ -12,7 +12,8 @@ namespace graft {
 #define GRAFT_UNARY_OPS(X) \
   X(neg, Neg) X(exp, Exp) X(log, Log) X(sqrt, Sqrt) X(rsqrt, Rsqrt) X(abs, Abs) X(tanh, Tanh) \
   X(sigmoid, Sigmoid) X(relu, Relu) X(gelu, Gelu) X(gelu_tanh, GeluTanh) X(erf, Erf) X(sin, Sin) \
-  X(cos, Cos) X(pow_scalar, PowScalar) X(add_scalar, AddScalar) X(mul_scalar, MulScalar)
+  X(cos, Cos) X(pow_scalar, PowScalar) X(add_scalar, AddScalar) X(mul_scalar, MulScalar) \
+  X(softplus, Softplus)
 #define GRAFT_BINARY_OPS(X) \
   X(add, Add) X(sub, Sub) X(mul, Mul) X(div, Div) X(pow, Pow) X(maximum, Maximum) X(minimum, Minimum)
 #define GRAFT_COMPARE_OPS(X) X(eq, ==) X(ne, !=) X(lt, <) X(le, <=) X(gt, >) X(ge, >=)

@@ -68,7 +68,7 @@ inline SymBool operator<=(const Sym& a, const Sym& b) { return tmpb(a.v + " <= "
 
 #define GRAFT_SYM_FN(name, cl) \
   inline Sym name(const Sym& x) { return tmp(std::string(cl) + "(" + x.v + ")"); }
-GRAFT_SYM_FN(exp, "exp") GRAFT_SYM_FN(log, "log") GRAFT_SYM_FN(sqrt, "sqrt")
+GRAFT_SYM_FN(exp, "exp") GRAFT_SYM_FN(log, "log") GRAFT_SYM_FN(log1p, "log1p") GRAFT_SYM_FN(sqrt, "sqrt")
 GRAFT_SYM_FN(abs, "fabs") GRAFT_SYM_FN(tanh, "tanh") GRAFT_SYM_FN(sin, "sin")
 GRAFT_SYM_FN(cos, "cos") GRAFT_SYM_FN(erf, "erf")
 #undef GRAFT_SYM_FN

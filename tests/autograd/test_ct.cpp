@@ -58,6 +58,8 @@ TEST_CASE("ct: value_and_grad equals the tape for every unary and binary op (flo
   compare(erf(x) * y, [](T a, T b) { return erf(a) * b; }, -2, 2);
   compare(sin(x) * cos(y), [](T a, T b) { return sin(a) * cos(b); }, -3, 3);
   compare(pow(x, 2.5) * y, [](T a, T b) { return pow(a, 2.5) * b; }, 0.2, 2);
+  compare(softplus(x) * y, [](T a, T b) { return softplus(a) * b; }, -3, 3);
+  compare(softplus(x, 1.0) * y, [](T a, T b) { return softplus(a, 1.0, 1.0) * b; }, -3, 3);
   compare(x / y, [](T a, T b) { return a / b; }, 0.5, 2);
   compare(pow(x, y), [](T a, T b) { return pow(a, b); }, 0.5, 2);
   compare(maximum(x, y * 0.5) + minimum(x, y), [](T a, T b) { return maximum(a, b * 0.5) + minimum(a, b); }, 0.1, 2);
@@ -130,4 +132,28 @@ TEST_CASE("fuse: gradcheck, reductions at the root, errors") {
   Tensor p = ones({2}, TensorOptions().requires_grad());
   Tensor s = sum(g(p, p));
   CHECK_THROWS_AS(grad({s}, {p}, {}, false, /*create_graph=*/true), Error);
+}
+
+TEST_CASE("softplus: torch's values, threshold and beta; bad beta is an error") {
+  // torch.nn.functional.softplus(x, beta, threshold) = x where beta x > threshold, else
+  // log1p(exp(beta x)) / beta
+  Tensor t = from_vector(std::vector<double>{-30, -1, 0, 2, 19.5, 21}, {6}, DType::f64);
+  const std::vector<double> want = {std::log1p(std::exp(-30.0)), std::log1p(std::exp(-1.0)),
+                                    std::log(2.0), std::log1p(std::exp(2.0)),
+                                    std::log1p(std::exp(19.5)), 21};
+  const std::vector<double> got = softplus(t).to_vector<double>();
+  for (int i = 0; i < 6; ++i) check_rel(got[i], want[i]);
+  // beta 2, threshold 3: 2 x = 4 > 3 gives x itself
+  const std::vector<double> b = softplus(t, 2.0, 3.0).to_vector<double>();
+  check_rel(b[1], std::log1p(std::exp(-2.0)) / 2);
+  check_rel(b[3], 2.0);
+  // the gradient is sigmoid(x) below the threshold, 1 above
+  Tensor v = from_vector(std::vector<double>{-30, 0.5, 25}, {3}, DType::f64).requires_grad_(true);
+  sum(softplus(v)).backward();
+  const std::vector<double> g = v.grad().to_vector<double>();
+  check_rel(g[0], 1 / (1 + std::exp(30.0)));
+  check_rel(g[1], 1 / (1 + std::exp(-0.5)));
+  CHECK(g[2] == 1.0);
+  CHECK_THROWS_WITH_AS(softplus(t, 0.0), doctest::Contains("beta must be finite and nonzero"), Error);
+  CHECK_THROWS_WITH_AS(softplus(ones({2}, DType::i64)), doctest::Contains("softplus"), Error);
 }
