@@ -288,6 +288,19 @@ PairVocab PairVocab::build(const std::vector<SentencePair>& pairs, int64_t min_c
   return v;
 }
 
+PairVocab PairVocab::from_words(std::vector<std::string> words) {
+  GRAFT_CHECK(words.size() >= 2 && words[0] == "<pad>" && words[1] == "<unk>", "PairVocab: the "
+              "first two words must be <pad> and <unk> (ids {} and {})", kPad, kUnk);
+  PairVocab v;
+  v.words_ = std::move(words);
+  for (size_t i = 2; i < v.words_.size(); ++i) {  // (build() does not index the two specials)
+    GRAFT_CHECK(!v.words_[i].empty(), "PairVocab: word {} is empty", i);
+    GRAFT_CHECK(v.index_.emplace(v.words_[i], int64_t(i)).second, "PairVocab: '{}' is both word "
+                "{} and word {}", v.words_[i], v.index_[v.words_[i]], i);
+  }
+  return v;
+}
+
 int64_t PairVocab::id(const std::string& w) const {
   auto it = index_.find(w);
   return it == index_.end() ? kUnk : it->second;

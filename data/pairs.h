@@ -74,6 +74,9 @@ class PairVocab {
   PairVocab() = default;
   // Words seen at least min_count times in either sentence of `pairs`.
   static PairVocab build(const std::vector<SentencePair>& pairs, int64_t min_count = 1);
+  // The vocabulary whose id i is words[i] (as word(i) lists a built one back): words[0] and
+  // words[1] must be <pad> and <unk>; graft::Error for an empty or repeated word.
+  static PairVocab from_words(std::vector<std::string> words);
   int64_t size() const { return int64_t(words_.size()); }
   int64_t id(const std::string& word) const;  // kUnk when absent
   const std::string& word(int64_t id) const;  // graft::Error when out of range

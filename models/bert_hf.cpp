@@ -330,13 +330,17 @@ std::pair<BertConfig, nn::StateDict> read_checkpoint(const std::string& dir, DTy
                 expect->vocab_size, expect->hidden_size, expect->num_layers, expect->num_heads,
                 expect->intermediate_size, expect->max_position_embeddings,
                 expect->type_vocab_size);
-  const fs::path st = d / "model.safetensors";
-  GRAFT_CHECK(fs::exists(st), "load_hf_bert: {} has no model.safetensors{}", dir,
-              fs::exists(d / "pytorch_model.bin")
+  // one file, or shards listed by the index (nn::load_checkpoint prefers the single file)
+  fs::path st = d / "model.safetensors";
+  if (!fs::exists(st) && fs::exists(d / "model.safetensors.index.json"))
+    st = d / "model.safetensors.index.json";
+  GRAFT_CHECK(fs::exists(st), "load_hf_bert: {} has no model.safetensors or "
+              "model.safetensors.index.json{}", dir,
+              fs::exists(d / "pytorch_model.bin") || fs::exists(d / "pytorch_model.bin.index.json")
                   ? "; hint: graft reads safetensors only: convert pytorch_model.bin with "
                     "transformers (model.save_pretrained(dir, safe_serialization=True))"
                   : "");
-  nn::SafetensorsFile f = nn::load_safetensors(st.string());
+  nn::SafetensorsFile f = nn::load_checkpoint(st.string());
   return {c, bert_state_dict_from_hf(f.tensors, c, dtype, st.string())};
 }
 }  // namespace

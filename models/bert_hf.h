@@ -2,8 +2,10 @@
 //
 // A checkpoint directory as transformers' save_pretrained writes it:
 //   config.json        BertConfig fields (hidden_size, num_hidden_layers, ...)
-//   model.safetensors  F32/F64 tensors named bert.embeddings.*, bert.encoder.layer.<i>.*,
-//                      bert.pooler.dense.*, cls.predictions.*, cls.seq_relationship.*
+//   model.safetensors  tensors named bert.embeddings.*, bert.encoder.layer.<i>.*,
+//                      bert.pooler.dense.*, cls.predictions.*, cls.seq_relationship.*, in F32,
+//                      F64, BF16 or F16 (nn/safetensors.h converts the halves to float32); or
+//                      model.safetensors.index.json and the shards it names
 //   vocab.txt          BertTokenizer's vocabulary (data::WordPieceTokenizer reads it)
 // Only safetensors is read: pytorch_model.bin (a Python pickle) is refused with a hint.
 //
@@ -49,7 +51,7 @@ nn::StateDict bert_state_dict_from_hf(const nn::NamedTensors& hf, const BertConf
 // The model's tensors under HF's names, float32, as save_pretrained stores them.
 nn::NamedTensors bert_state_dict_to_hf(const BertForPreTraining& m);
 
-// Reads dir/config.json and dir/model.safetensors into a new model.
+// Reads dir/config.json and dir/model.safetensors (or the sharded index) into a new model.
 std::unique_ptr<BertForPreTraining> load_hf_bert(const std::string& dir);
 // Loads dir into `m`; its config.json must describe m's sizes. m is unchanged on error.
 void load_hf_bert_into(BertForPreTraining& m, const std::string& dir);

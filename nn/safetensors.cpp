@@ -18,12 +18,15 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "ops/file_io.h"
+
+#include "nn/safetensors_json.h"
 
 namespace graft::nn {
 
@@ -62,18 +65,31 @@ const char* st_dtype_name(DType t) {
   return "?";
 }
 
-std::optional<DType> parse_dtype(const std::string& s) {
-  if (s == "F32") return DType::f32;
-  if (s == "F64") return DType::f64;
-  if (s == "I64") return DType::i64;
-  if (s == "BOOL") return DType::b8;
-  return std::nullopt;
+// A dtype as a file stores it, and the graft dtype it is read as (see nn/safetensors.h):
+// floating types widen to f32 (F64 stays f64), integer types to i64, BOOL stays b8.
+struct StoredDtype {
+  const char* name;
+  size_t size;  // bytes per element in the file
+  DType dtype;  // what graft holds it as
+};
+
+constexpr StoredDtype kStoredDtypes[] = {
+    {"F32", 4, DType::f32}, {"F64", 8, DType::f64}, {"I64", 8, DType::i64},
+    {"BOOL", 1, DType::b8}, {"BF16", 2, DType::f32}, {"F16", 2, DType::f32},
+    {"I32", 4, DType::i64}, {"I16", 2, DType::i64}, {"I8", 1, DType::i64},
+    {"U8", 1, DType::i64},
+};
+constexpr const char* kReadable = "F32, F64, BF16, F16, I64, I32, I16, I8, U8, BOOL";
+
+const StoredDtype* parse_dtype(const std::string& s) {
+  for (const StoredDtype& d : kStoredDtypes)
+    if (s == d.name) return &d;
+  return nullptr;
 }
 
 bool is_known_unsupported(const std::string& s) {
-  static const char* const names[] = {"F16", "BF16", "I8", "U8", "I16", "U16", "I32", "U32",
-                                      "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",
-                                      "F6_E2M3", "F6_E3M2", "C64"};
+  static const char* const names[] = {"U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0",
+                                      "F4", "F6_E2M3", "F6_E3M2", "C64"};
   for (const char* n : names)
     if (s == n) return true;
   return false;
@@ -87,6 +103,12 @@ std::string shown(const std::string& s) {
   while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
   return s.substr(0, cut) + fmt::format("... ({} bytes)", s.size());
 }
+
+}  // namespace
+
+std::string detail::shown_name(const std::string& s) { return shown(s); }
+
+namespace {
 
 uint64_t read_u64_le(const uint8_t* p) {
   uint64_t v = 0;
@@ -108,7 +130,8 @@ std::optional<uint64_t> as_uint(const json& v) {
 
 struct Entry {
   std::string name;
-  DType dtype = DType::f32;
+  const StoredDtype* stored = nullptr;  // as the file holds it
+  DType dtype = DType::f32;             // as graft reads it
   Shape shape;
   uint64_t begin = 0, end = 0;  // byte offsets into the data section
 };
@@ -118,16 +141,19 @@ struct Plan {
   std::map<std::string, std::string> metadata;
 };
 
+}  // namespace
+
 // Parses JSON, rejecting duplicate keys (ambiguous: which one would a reader take?) and
 // nesting deeper than kMaxJsonDepth (no valid header needs it; it only costs stack and time).
-json parse_json(const char* begin, const char* end, const std::string& what) {
+json detail::parse_json_strict(const char* begin, const char* end, const std::string& what,
+                               const char* kind) {
   std::vector<std::optional<std::set<std::string>>> scopes;  // nullopt for arrays
   auto cb = [&](int /*depth*/, json::parse_event_t ev, json& parsed) -> bool {
     switch (ev) {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start:
         GRAFT_CHECK(scopes.size() < kMaxJsonDepth,
-                    "{}: safetensors header nests deeper than {} levels", what, kMaxJsonDepth);
+                    "{}: {} nests deeper than {} levels", what, kind, kMaxJsonDepth);
         if (ev == json::parse_event_t::object_start)
           scopes.emplace_back(std::set<std::string>{});
         else
@@ -141,8 +167,7 @@ json parse_json(const char* begin, const char* end, const std::string& what) {
         if (!scopes.empty() && scopes.back() && parsed.is_string()) {
           const auto& k = parsed.get_ref<const std::string&>();
           GRAFT_CHECK(scopes.back()->insert(k).second,
-                      "{}: safetensors header has the key '{}' twice in one object", what,
-                      shown(k));
+                      "{}: {} has the key '{}' twice in one object", what, kind, shown(k));
         }
         break;
       case json::parse_event_t::value:
@@ -153,9 +178,11 @@ json parse_json(const char* begin, const char* end, const std::string& what) {
   try {
     return json::parse(begin, end, cb, /*allow_exceptions=*/true, /*ignore_comments=*/false);
   } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: safetensors header is not valid JSON: {}", what, e.what()));
+    throw Error(fmt::format("{}: {} is not valid JSON: {}", what, kind, e.what()));
   }
 }
+
+namespace {
 
 // A short JSON rendering of a value for messages (the parser bounds nesting depth).
 std::string shn(const json& v) {
@@ -184,13 +211,14 @@ Entry parse_entry(const std::string& name, const json& v, uint64_t data_size,
   auto dt = parse_dtype(dts);
   if (!dt) {
     if (is_known_unsupported(dts))
-      throw Error(fmt::format("{}: tensor '{}' has dtype {}, which graft does not support "
-                              "(supported: F32, F64, I64, BOOL); hint: convert it before saving, "
-                              "e.g. tensor.float() in PyTorch", what, n, dts));
-    throw Error(fmt::format("{}: tensor '{}' has unknown dtype '{}' (supported: F32, F64, I64, "
-                            "BOOL)", what, n, shown(dts)));
+      throw Error(fmt::format("{}: tensor '{}' has dtype {}, which graft does not read "
+                              "(readable: {}); hint: convert it before saving, e.g. "
+                              "tensor.float() in PyTorch", what, n, dts, kReadable));
+    throw Error(fmt::format("{}: tensor '{}' has unknown dtype '{}' (readable: {})", what, n,
+                            shown(dts), kReadable));
   }
-  e.dtype = *dt;
+  e.stored = dt;
+  e.dtype = dt->dtype;
 
   auto sh_it = v.find("shape");
   GRAFT_CHECK(sh_it != v.end(), "{}: tensor '{}' has no shape", what, n);
@@ -215,7 +243,7 @@ Entry parse_entry(const std::string& name, const json& v, uint64_t data_size,
     e.shape.push_back(static_cast<int64_t>(x));
   }
   uint64_t nbytes = 0;
-  GRAFT_CHECK(!__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(e.dtype)), &nbytes),
+  GRAFT_CHECK(!__builtin_mul_overflow(numel, static_cast<uint64_t>(dt->size), &nbytes),
               "{}: tensor '{}': shape {} is too large (its size overflows 64 bits)", what, n,
               shn(*sh_it));
 
@@ -248,7 +276,7 @@ Plan parse_header(const uint8_t* header, size_t header_len, uint64_t data_size,
   if (const void* z = header_len ? std::memchr(b, 0, header_len) : nullptr)
     throw Error(fmt::format("{}: safetensors header is not valid JSON: NUL byte at offset {}",
                             what, static_cast<const char*>(z) - b));
-  json root = parse_json(b, b + header_len, what);
+  json root = detail::parse_json_strict(b, b + header_len, what, "safetensors header");
   GRAFT_CHECK(root.is_object(), "{}: safetensors header is a JSON {}, expected an object", what,
               root.type_name());
   Plan plan;
@@ -293,7 +321,7 @@ Plan parse_header(const uint8_t* header, size_t header_len, uint64_t data_size,
 }
 
 void check_bools(const Entry& e, const uint8_t* p, const std::string& what) {
-  if (e.dtype != DType::b8) return;
+  if (e.stored->dtype != DType::b8) return;
   for (uint64_t i = 0; i < e.end - e.begin; ++i)
     GRAFT_CHECK(p[i] <= 1, "{}: tensor '{}' is BOOL but byte {} holds {} (expected 0 or 1)", what,
                 shown(e.name), i, static_cast<int>(p[i]));
@@ -303,6 +331,71 @@ Tensor make_tensor(const Entry& e) { return Tensor::empty(e.shape, TensorOptions
 
 void* raw(const Tensor& t) {
   return static_cast<char*>(t.storage()->data()) + t.offset() * dtype_size(t.dtype());
+}
+
+// Whether the file's bytes are the tensor's bytes (no conversion on load).
+bool stored_as_is(const Entry& e) { return dtype_size(e.dtype) == e.stored->size; }
+
+// IEEE binary16 bits -> the float32 of the same value (every half is a float exactly):
+// normals rebias the exponent (15 -> 127), subnormals m * 2^-24 are renormalised, infinities
+// and NaNs keep their sign and mantissa (a quiet NaN stays quiet, its payload shifted up).
+float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, bits = 0;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);  // 112 = 127 - 15
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: shift the leading 1 up to bit 10, lowering the exponent each step
+    int e = 113;  // the exponent field of 2^-14, the subnormals' scale
+    while ((mant & 0x400u) == 0) mant <<= 1, --e;
+    bits = sign | (uint32_t(e) << 23) | ((mant & 0x3FFu) << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+// bfloat16 is the top half of a float32: shifting it up is exact for every value.
+float bf16_to_float(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
+
+template <class T> T load_le(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);  // little-endian host (asserted above); p may be unaligned
+  return v;
+}
+
+template <class From> void widen_ints(const uint8_t* src, int64_t* out, uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i) out[i] = load_le<From>(src + sizeof(From) * i);
+}
+
+// Converts n elements of the file's dtype at src into the tensor's storage at dst.
+void convert(const Entry& e, const uint8_t* src, void* dst, uint64_t n) {
+  const std::string_view s = e.stored->name;
+  auto* f = static_cast<float*>(dst);
+  auto* i = static_cast<int64_t*>(dst);
+  if (s == "F16") {
+    for (uint64_t k = 0; k < n; ++k) f[k] = half_to_float(load_le<uint16_t>(src + 2 * k));
+  } else if (s == "BF16") {
+    for (uint64_t k = 0; k < n; ++k) f[k] = bf16_to_float(load_le<uint16_t>(src + 2 * k));
+  } else if (s == "I32") {
+    widen_ints<int32_t>(src, i, n);
+  } else if (s == "I16") {
+    widen_ints<int16_t>(src, i, n);
+  } else if (s == "I8") {
+    widen_ints<int8_t>(src, i, n);
+  } else if (s == "U8") {
+    widen_ints<uint8_t>(src, i, n);
+  } else {
+    throw InternalError(fmt::format("safetensors: no conversion from {}", s));
+  }
+}
+
+// Fills t from the entry's bytes in the file.
+void fill(const Entry& e, const Tensor& t, const uint8_t* bytes) {
+  if (e.end == e.begin) return;
+  if (stored_as_is(e)) std::memcpy(raw(t), bytes, e.end - e.begin);
+  else convert(e, bytes, raw(t), static_cast<uint64_t>(t.numel()));
 }
 
 }  // namespace
@@ -328,8 +421,9 @@ SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, const std::s
   out.tensors.reserve(plan.entries.size());
   for (const Entry& e : plan.entries) {
     Tensor t = make_tensor(e);
-    if (e.end > e.begin) std::memcpy(raw(t), body + e.begin, e.end - e.begin);
+    fill(e, t, body + e.begin);
     out.tensors.emplace_back(e.name, std::move(t));
+    out.stored_dtypes.emplace(e.name, e.stored->name);
   }
   return out;
 }
@@ -386,13 +480,19 @@ SafetensorsFile load_safetensors(const std::string& path) {
   SafetensorsFile out;
   out.metadata = std::move(plan.metadata);
   out.tensors.reserve(plan.entries.size());
+  std::vector<uint8_t> buf;  // the file's bytes of a tensor converted on load
   for (const Entry& e : plan.entries) {
     Tensor t = make_tensor(e);
-    if (e.end > e.begin) {
+    if (e.end > e.begin && stored_as_is(e)) {
       pread_all(f.fd, raw(t), e.end - e.begin, base + e.begin, path);
       check_bools(e, static_cast<const uint8_t*>(raw(t)), path);
+    } else if (e.end > e.begin) {
+      buf.resize(static_cast<size_t>(e.end - e.begin));
+      pread_all(f.fd, buf.data(), buf.size(), base + e.begin, path);
+      fill(e, t, buf.data());
     }
     out.tensors.emplace_back(e.name, std::move(t));
+    out.stored_dtypes.emplace(e.name, e.stored->name);
   }
   return out;
 }
@@ -491,7 +591,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 // ------------------------------------------------------------------ loading into a model
 
 void load_into(Module& m, const std::string& path, bool strict) {
-  SafetensorsFile f = load_safetensors(path);
+  SafetensorsFile f = load_checkpoint(path);
   StateDict mine = m.state_dict();
   std::map<std::string, DType> model_dtype;
   for (const auto& [n, t] : mine) model_dtype.emplace(n, t.dtype());

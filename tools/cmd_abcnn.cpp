@@ -8,6 +8,10 @@
 //   graft train abcnn --variant 3 --steps 2000 --run-dir runs/abcnn3
 //   graft train abcnn --variant 3 --steps 4000 --run-dir runs/abcnn3 --resume
 //   graft plot runs/abcnn3
+//   graft predict runs/abcnn3 --input pairs.tsv --probs     (A<TAB>B per line; tools/cmd_predict.cpp)
+//
+// With --run-dir, the run writes RUN_DIR/model.safetensors and RUN_DIR/vocab.txt when training
+// stops (tools/abcnn_run.h).
 #include <omp.h>
 
 #include <algorithm>
@@ -29,8 +33,10 @@
 #include "nn/distributed.h"
 #include "nn/interrupt.h"
 #include "nn/optim.h"
+#include "nn/safetensors.h"
 #include "nn/trainer.h"
 #include "ops/error.h"
+#include "tools/abcnn_run.h"
 #include "tools/commands.h"
 #include "tools/heatmap.h"
 #include "tools/plot.h"
@@ -183,6 +189,10 @@ int run_abcnn(const AbcnnArgs& a) {
         });
       });
   const nn::TrainResult r = trainer.fit();
+  if (!to.run_dir.empty()) {  // what `graft predict RUN_DIR` reads (tools/abcnn_run.h)
+    nn::save_safetensors(to.run_dir + "/model.safetensors", model.state_dict(), abcnn_metadata(model.config));
+    save_pair_vocab(vocab, to.run_dir + "/vocab.txt");
+  }
   if (r.reason == nn::StopReason::interrupted) return nn::exit_status(r.reason);
 
   PairEval dv, te;

@@ -8,12 +8,16 @@
 //   graft train bert-pretrain --size tiny --steps 4000 --run-dir out/bert-pre --resume
 //   graft train bert-finetune --init out/bert-pre --run-dir out/bert-ft
 //   graft train bert-finetune --init out/bert-pre --init-weights random --run-dir out/bert-ft0
+//   graft train bert-finetune --init-hf hf-bert-dir/ --run-dir out/bert-ft-hf
+//   graft predict out/bert-ft < glosses.txt                 (tools/cmd_predict.cpp)
 //
 // Both use nn::Trainer with the common trainer flags (tools/train_flags.h: metrics.jsonl,
 // checkpoints, --resume, --config FILE; `graft plot RUN_DIR` draws the curves), AdamW and
 // linear warmup + linear decay. The pretraining run writes RUN_DIR/vocab.txt (before its first
 // step; a resumed run reads it back) and RUN_DIR/model.safetensors (BertForPreTraining, the
-// config in its metadata) when it stops. Nothing is written in RUN_DIR before every check of
+// config in its metadata) when it stops; the fine-tuning run writes RUN_DIR/model.safetensors
+// (BertForSequenceClassification, the config, task and label count in its metadata) and
+// RUN_DIR/vocab.txt when it stops, which `graft predict RUN_DIR` reads. Nothing is written in RUN_DIR before every check of
 // the run directory has passed (check_run_dir below).
 #include <omp.h>
 
@@ -37,6 +41,7 @@
 #include "data/wordpiece.h"
 #include "models/bert.h"
 #include "models/bert_heads.h"
+#include "models/bert_hf.h"
 #include "nn/distributed.h"
 #include "nn/interrupt.h"
 #include "nn/optim.h"
@@ -45,6 +50,7 @@
 #include "nn/trainer.h"
 #include "ops/error.h"
 #include "ops/file_io.h"
+#include "tools/bert_run.h"
 #include "tools/commands.h"
 #include "tools/run_helpers.h"
 #include "tools/train_device.h"
@@ -74,34 +80,6 @@ models::BertConfig make_config(const ArchArgs& a, int64_t vocab, int64_t max_len
   c.max_position_embeddings = std::max<int64_t>(max_len, 128);
   GRAFT_CHECK(c.hidden_size % c.num_heads == 0, "bert: --hidden {} is not divisible by --heads {}",
               c.hidden_size, c.num_heads);
-  return c;
-}
-
-std::map<std::string, std::string> config_metadata(const models::BertConfig& c) {
-  return {{"bert.vocab_size", std::to_string(c.vocab_size)},
-          {"bert.hidden_size", std::to_string(c.hidden_size)},
-          {"bert.num_layers", std::to_string(c.num_layers)},
-          {"bert.num_heads", std::to_string(c.num_heads)},
-          {"bert.intermediate_size", std::to_string(c.intermediate_size)},
-          {"bert.max_position_embeddings", std::to_string(c.max_position_embeddings)},
-          {"bert.type_vocab_size", std::to_string(c.type_vocab_size)}};
-}
-
-models::BertConfig config_from_metadata(const std::map<std::string, std::string>& m, const std::string& path) {
-  auto get = [&](const std::string& k) -> int64_t {
-    auto it = m.find("bert." + k);
-    GRAFT_CHECK(it != m.end(), "bert: {} has no 'bert.{}' metadata; hint: use the model.safetensors "
-                "of 'graft train bert-pretrain'", path, k);
-    try {
-      return std::stoll(it->second);
-    } catch (const std::exception&) {
-      throw Error(fmt::format("bert: {}: bad metadata bert.{} = '{}'", path, k, it->second));
-    }
-  };
-  models::BertConfig c;
-  c.vocab_size = get("vocab_size"), c.hidden_size = get("hidden_size"), c.num_layers = get("num_layers");
-  c.num_heads = get("num_heads"), c.intermediate_size = get("intermediate_size");
-  c.max_position_embeddings = get("max_position_embeddings"), c.type_vocab_size = get("type_vocab_size");
   return c;
 }
 
@@ -365,7 +343,7 @@ int run_pretrain(const PretrainArgs& a) {
 struct FinetuneArgs {
   TrainFlags train;  // --run-dir, --resume, --steps, --seed, ... (tools/train_flags.h)
   ArchArgs arch;
-  std::string task = "wordnet-lexname", init, init_weights = "pretrained", vocab;
+  std::string task = "wordnet-lexname", init, init_hf, init_weights = "pretrained", vocab;
   std::string wordnet_dir = "/usr/share/wordnet";
   int64_t max_seq_len = 64, batch = 32, warmup = -1;
   int64_t train_size = 0, eval_size = 2000, test_size = 0;
@@ -376,7 +354,9 @@ struct FinetuneArgs {
 nlohmann::ordered_json finetune_config(const FinetuneArgs& a) {
   nlohmann::ordered_json j = train_config("bert-finetune", a.train);
   add_arch_config(j, a.arch);
-  j["task"] = a.task, j["init"] = a.init, j["init-weights"] = a.init_weights, j["vocab"] = a.vocab;
+  j["task"] = a.task, j["init"] = a.init;
+  if (!a.init_hf.empty()) j["init-hf"] = a.init_hf;  // only when given
+  j["init-weights"] = a.init_weights, j["vocab"] = a.vocab;
   j["wordnet-dir"] = a.wordnet_dir, j["max-seq-len"] = a.max_seq_len, j["batch"] = a.batch;
   j["lr"] = a.lr, j["warmup"] = a.warmup, j["weight-decay"] = a.weight_decay;
   j["train-size"] = a.train_size, j["eval-size"] = a.eval_size, j["test-size"] = a.test_size;
@@ -448,14 +428,25 @@ int run_finetune(const FinetuneArgs& a) {
   check_run_dir(to, "train bert-finetune");  // before minutes of data preparation
   const auto t0 = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  GRAFT_CHECK(!a.init.empty() || !a.vocab.empty(), "train bert-finetune: pass --init "
-              "PRETRAINED_RUN_DIR (its vocab.txt and model.safetensors), or --vocab FILE for a "
-              "randomly initialised model");
-  const std::string vocab_path = a.vocab.empty() ? a.init + "/vocab.txt" : a.vocab;
+  GRAFT_CHECK(!a.init.empty() || !a.init_hf.empty() || !a.vocab.empty(), "train bert-finetune: "
+              "pass --init PRETRAINED_RUN_DIR (its vocab.txt and model.safetensors), --init-hf "
+              "HF_DIR (a save_pretrained directory), or --vocab FILE for a randomly initialised "
+              "model");
+  const std::string init_dir = a.init.empty() ? a.init_hf : a.init;  // at most one (flag check)
+  const std::string vocab_path = a.vocab.empty() ? init_dir + "/vocab.txt" : a.vocab;
   const data::WordPieceTokenizer tok = data::WordPieceTokenizer::load(vocab_path);
   models::BertConfig cfg;
   nn::StateDict pretrained;
-  if (!a.init.empty()) {
+  if (!a.init_hf.empty()) {  // config.json + model.safetensors (or shards), HF's names
+    const std::unique_ptr<models::BertForPreTraining> hf = models::load_hf_bert(a.init_hf);
+    cfg = hf->config;
+    GRAFT_CHECK(cfg.vocab_size == tok.size(), "train bert-finetune: {} has {} tokens but {}/"
+                "config.json says vocab_size {}", vocab_path, tok.size(), a.init_hf, cfg.vocab_size);
+    GRAFT_CHECK(cfg.pad_token_id == tok.pad_id(), "train bert-finetune: {}/config.json has "
+                "pad_token_id {} but [PAD] is token {} of {}", a.init_hf, cfg.pad_token_id,
+                tok.pad_id(), vocab_path);
+    pretrained = hf->state_dict();
+  } else if (!a.init.empty()) {
     const std::string path = a.init + "/model.safetensors";
     GRAFT_CHECK(fs::exists(path), "train bert-finetune: {} not found; hint: --init takes the "
                 "--run-dir of 'graft train bert-pretrain'", path);
@@ -483,12 +474,12 @@ int run_finetune(const FinetuneArgs& a) {
 
   manual_seed(uint64_t(a.train.seed));
   models::BertForSequenceClassification model(cfg, data::kNumLexnames);
-  const bool use_pretrained = !a.init.empty() && a.init_weights == "pretrained";
+  const bool use_pretrained = !init_dir.empty() && a.init_weights == "pretrained";
   if (use_pretrained) model.load_pretrained(pretrained);
   const Device device = train_device(a.train.device);
   model.to(device);  // before the optimizer takes the parameters
   fmt::print(stderr, "bert-finetune: {}, {} parameters, encoder {}\n", model.repr(),
-             model.num_parameters(), use_pretrained ? "pretrained (" + a.init + ")" : std::string("random"));
+             model.num_parameters(), use_pretrained ? "pretrained (" + init_dir + ")" : std::string("random"));
   optim::AdamW opt(model.parameters(), {.lr = a.lr, .weight_decay = a.weight_decay});
   const int64_t warmup = a.warmup >= 0 ? a.warmup : a.train.steps / 10;
   optim::LinearWarmupDecay sched(opt, warmup, a.train.steps);
@@ -514,6 +505,14 @@ int run_finetune(const FinetuneArgs& a) {
         return std::map<std::string, double>{{"loss", loss}, {"accuracy", acc}};
       });
   const nn::TrainResult r = trainer.fit();
+  if (!to.run_dir.empty()) {  // what `graft predict RUN_DIR` reads
+    std::map<std::string, std::string> meta = config_metadata(cfg);
+    meta["graft.run"] = "bert-finetune", meta["task"] = a.task;
+    meta["num_labels"] = std::to_string(data::kNumLexnames);
+    meta["max_seq_len"] = std::to_string(a.max_seq_len);
+    nn::save_safetensors(to.run_dir + "/model.safetensors", model.state_dict(), meta);
+    tok.save(to.run_dir + "/vocab.txt");
+  }
   if (r.reason == nn::StopReason::interrupted) return nn::exit_status(r.reason);
   double dev_acc = 0, test_acc = 0;
   {
@@ -526,7 +525,7 @@ int run_finetune(const FinetuneArgs& a) {
     });
   }
   nlohmann::ordered_json out;
-  out["model"] = "bert-finetune", out["task"] = a.task, out["init"] = a.init;
+  out["model"] = "bert-finetune", out["task"] = a.task, out["init"] = init_dir;
   out["encoder"] = use_pretrained ? "pretrained" : "random", out["steps"] = r.step;
   out["batch"] = a.batch, out["dev_accuracy"] = round4(dev_acc), out["test_accuracy"] = round4(test_acc);
   out["wall_s"] = std::round(since() * 10) / 10, out["threads"] = omp_get_max_threads();
@@ -584,6 +583,7 @@ void register_bert_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   add_arch_options(t, f->arch);
   t->add_option("--task", f->task, "wordnet-lexname")->capture_default_str()->check(CLI::IsMember({"wordnet-lexname"}));
   t->add_option("--init", f->init, "A 'graft train bert-pretrain' run directory (vocab.txt, model.safetensors, config)");
+  t->add_option("--init-hf", f->init_hf, "A Hugging Face save_pretrained directory (config.json, model.safetensors or model.safetensors.index.json + shards, vocab.txt); not with --init");
   t->add_option("--init-weights", f->init_weights, "pretrained: load --init's encoder; random: only its vocabulary and config")->capture_default_str()->check(CLI::IsMember({"pretrained", "random"}));
   t->add_option("--vocab", f->vocab, "vocab.txt (without --init: a random model of --size)");
   t->add_option("--wordnet-dir", f->wordnet_dir, "WordNet dict directory (Debian: wordnet-base)")->capture_default_str();
@@ -598,7 +598,13 @@ void register_bert_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   add_train_flags(t, f->train,
                   {.steps = 2000, .eval_every = 500, .clip_grad_norm = 1.0, .run_dir = "out/bert-finetune",
                    .eval_help = "dev accuracy on --eval-size glosses"},
-                  [f] { require_divisible(f->batch, "--batch", f->train); });
+                  [f] {
+                    require_divisible(f->batch, "--batch", f->train);
+                    if (!f->init.empty() && !f->init_hf.empty())
+                      throw CLI::ValidationError("--init-hf", "conflicts with --init: start from a "
+                                                 "graft pretraining run (--init) or a Hugging Face "
+                                                 "directory (--init-hf), not both");
+                  });
   cmds.push_back({t, [f] { return run_finetune(*f); }});
 
   // `graft data prepare english-text` lives in tools/cmd_seq2seq.cpp's `data prepare` command

@@ -194,6 +194,21 @@ TEST_CASE("pairs: tokenizer, vocabulary, batches and TSV round trip") {
   CHECK_THROWS_AS(data::read_pairs_tsv((t.dir / "missing.tsv").string()), Error);
 }
 
+TEST_CASE("pairs: a vocabulary rebuilt from its word list gives the same ids") {
+  std::vector<data::SentencePair> pairs = {{{"a", "b", "c"}, {"c", "d"}, 1}, {{"a"}, {"e", "a", "<unk>"}, 0}};
+  const data::PairVocab v = data::PairVocab::build(pairs);
+  std::vector<std::string> words;
+  for (int64_t i = 0; i < v.size(); ++i) words.push_back(v.word(i));
+  const data::PairVocab w = data::PairVocab::from_words(words);
+  REQUIRE(w.size() == v.size());
+  for (const char* x : {"a", "b", "c", "d", "e", "<unk>", "<pad>", "zzz"}) CHECK(w.id(x) == v.id(x));
+  CHECK_THROWS_WITH_AS(data::PairVocab::from_words({"a", "<unk>"}), doctest::Contains("<pad>"), Error);
+  CHECK_THROWS_WITH_AS(data::PairVocab::from_words({"<pad>", "<unk>", "x", "x"}),
+                       doctest::Contains("'x' is both word 2 and word 3"), Error);
+  CHECK_THROWS_WITH_AS(data::PairVocab::from_words({"<pad>", "<unk>", ""}),
+                       doctest::Contains("word 2 is empty"), Error);
+}
+
 TEST_CASE("pairs: WordNet gloss matching from a miniature dict in WordNet's format") {
   TempDir t("wn");
   {

@@ -287,3 +287,29 @@ TEST_CASE("bert hf: older names (gamma/beta, no bert. prefix, stored decoder) lo
   auto b = models::load_hf_bert(kDir);
   CHECK(flat(*a) == flat(*b));
 }
+
+TEST_CASE("bert hf: a sharded checkpoint (index + 2 shards) loads as the single file does") {
+  auto theirs = nn::load_safetensors(kDir + "/model.safetensors").tensors;
+  TmpDir d;
+  copy_fixture(d);
+  fs::remove(d.dir / "model.safetensors");
+  nn::NamedTensors first, second;
+  std::string map;
+  for (size_t i = 0; i < theirs.size(); ++i) {
+    const bool one = i < theirs.size() / 2;
+    (one ? first : second).push_back(theirs[i]);
+    map += fmt::format("{}\"{}\": \"model-0000{}-of-00002.safetensors\"", map.empty() ? "" : ", ",
+                       theirs[i].first, one ? 1 : 2);
+  }
+  nn::save_safetensors(d.str() + "/model-00001-of-00002.safetensors", first, {{"format", "pt"}});
+  nn::save_safetensors(d.str() + "/model-00002-of-00002.safetensors", second, {{"format", "pt"}});
+  write_text(d.str() + "/model.safetensors.index.json",
+             "{\"metadata\": {}, \"weight_map\": {" + map + "}}");
+  auto a = models::load_hf_bert(d.str());
+  auto b = models::load_hf_bert(kDir);
+  CHECK(flat(*a) == flat(*b));
+  // a missing shard is an error naming it
+  fs::remove(d.dir / "model-00002-of-00002.safetensors");
+  CHECK_THROWS_WITH_AS(models::load_hf_bert(d.str()),
+                       doctest::Contains("model-00002-of-00002.safetensors is missing"), Error);
+}

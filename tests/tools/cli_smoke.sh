@@ -220,7 +220,7 @@ test "$rc" -eq 1 && grep -q "steps: 20 -> 40" "$d/out"
 "$G" train mlp --steps 20 --run-dir "$d/sched" --resume >"$d/out" 2>&1
 # graft help lists every subcommand, and explains one
 "$G" help >"$d/out"
-for c in ops devices version help train plot compile-info translate data; do
+for c in ops devices version help train plot compile-info translate data predict sample; do
   grep -Eq "^  $c " "$d/out" || { echo "graft help does not list $c" >&2; exit 1; }
 done
 "$G" help train seq2seq | grep -q -- "--time-budget"
