@@ -310,17 +310,6 @@ ConvEntry& lookup(const ConvKey& key) {
   return cache.emplace(key, std::move(e)).first->second;
 }
 
-// Caps this thread's OpenMP team for a scope (oneDNN reads it when creating and running).
-struct OmpThreadLimit {
-  int saved;
-  explicit OmpThreadLimit(int n) : saved(omp_get_max_threads()) {
-    if (n < saved) omp_set_num_threads(n);
-  }
-  ~OmpThreadLimit() {
-    if (omp_get_max_threads() != saved) omp_set_num_threads(saved);
-  }
-};
-
 // A dense (row-major) float pointer for v: v's own data when contiguous, else a copy in buf.
 const float* dense(const TensorView& v, std::vector<float>& buf) {
   if (v.is_contiguous()) return v.ptr<float>();

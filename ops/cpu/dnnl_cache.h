@@ -1,7 +1,9 @@
 // What the oneDNN paths (ops/cpu/conv.cpp, matmul.cpp) share: the CPU engine, one stream per
-// thread, and the keys of their per-thread primitive caches: plain old data made of 64-bit
-// words, fully zero-initialised, so that they are compared and hashed as bytes.
+// thread, a cap on the OpenMP team, and the keys of their per-thread primitive caches: plain
+// old data made of 64-bit words, fully zero-initialised, so compared and hashed as bytes.
 #pragma once
+#include <omp.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +20,18 @@ inline dnnl::stream& dnnl_stream() {
   thread_local dnnl::stream s(dnnl_engine());
   return s;
 }
+
+// Caps this thread's OpenMP team for a scope: oneDNN reads it when it creates a primitive and
+// when it runs one (only touches OpenMP when it lowers the count).
+struct OmpThreadLimit {
+  int saved;
+  explicit OmpThreadLimit(int n) : saved(omp_get_max_threads()) {
+    if (n < saved) omp_set_num_threads(n);
+  }
+  ~OmpThreadLimit() {
+    if (omp_get_max_threads() != saved) omp_set_num_threads(saved);
+  }
+};
 
 template <class Key> bool pod_equal(const Key& a, const Key& b) {
   return std::memcmp(&a, &b, sizeof(Key)) == 0;

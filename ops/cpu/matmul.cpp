@@ -417,17 +417,6 @@ void to_bf16(int nd, DnnlOperand& op, std::vector<uint16_t>& buf, bool parallel)
   op.ptr = dst;
 }
 
-// Caps this thread's OpenMP team size for its lifetime (only touches OpenMP when it lowers it).
-struct OmpThreadLimit {
-  int saved;
-  explicit OmpThreadLimit(int n) : saved(omp_get_max_threads()) {
-    if (n < saved) omp_set_num_threads(n);
-  }
-  ~OmpThreadLimit() {
-    if (omp_get_max_threads() != saved) omp_set_num_threads(saved);
-  }
-};
-
 // f32 product through oneDNN (inputs rounded to bf16 when `bf16`); returns false when oneDNN
 // cannot do it well (the caller falls back to the own f32 kernel).
 bool dnnl_matmul(const Problem& p, const float* a, const float* b, const TensorView* bias,

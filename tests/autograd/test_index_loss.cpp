@@ -13,6 +13,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "autograd/op_table.h"
+#include "tests/check_values.h"
 #include "tests/error_of.h"
 
 using namespace graft;
@@ -25,14 +26,6 @@ Tensor f64(std::vector<double> v, const Shape& s, bool grad = false) {
 }
 Tensor i64(std::vector<int64_t> v, const Shape& s) { return from_vector(v, s); }
 
-void check_values(const Tensor& t, const std::vector<double>& want, double tol = 1e-12) {
-  std::vector<double> got = t.to_vector<double>();
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    INFO("element " << i);
-    CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol));
-  }
-}
 
 
 }  // namespace

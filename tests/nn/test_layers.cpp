@@ -16,6 +16,7 @@
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "ops/random.h"
+#include "tests/check_values.h"
 #include "tests/error_of.h"
 
 using namespace graft;
@@ -34,14 +35,6 @@ Tensor randn64(const Shape& s, uint64_t seed, bool grad = true) {
   return randn(s, TensorOptions(DType::f64).requires_grad(grad), &g);
 }
 
-void check_values(const Tensor& t, const std::vector<double>& want, double tol = 1e-12) {
-  std::vector<double> got = t.to_vector<double>();
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    INFO("element " << i);
-    CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol));
-  }
-}
 
 // Sets a parameter's values (parameters require grad: write under NoGradGuard).
 void set(Tensor& p, std::vector<double> v) {
