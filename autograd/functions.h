@@ -63,6 +63,8 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, bool unbiased
            bool keepdim = false);
 // Index of the largest value along dim (int64, not differentiable).
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+// Running sum along dim (torch.cumsum): out_i = x_0 + ... + x_i, same shape as x.
+Tensor cumsum(const Tensor& x, int64_t dim);
 // Sums g down to `shape` (undoes broadcasting): the backward of expand.
 Tensor sum_to(const Tensor& g, const Shape& shape);
 

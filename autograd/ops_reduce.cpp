@@ -1,4 +1,5 @@
-// Reductions over any dims with keepdim: sum, mean, amax, amin, logsumexp, var; argmax; sum_to.
+// Reductions over any dims with keepdim: sum, mean, amax, amin, logsumexp, var; argmax; cumsum;
+// sum_to.
 #include "autograd/case_util.h"
 #include "autograd/dispatch.h"
 #include "autograd/functions.h"
@@ -132,6 +133,27 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   return idx;
 }
 
+namespace {
+// y = cumsum of x along d, from the end when reverse.
+Tensor cumsum_along(const Tensor& x, int d, bool reverse) {
+  const Backend& be = detail::backend("cumsum", {&x});
+  Tensor y = Tensor::empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
+  detail::need(be.cumsum, "cumsum", x)(x.kview(), d, reverse, y.kview());
+  if (auto n = record("cumsum", {x}, [d, reverse](BackwardCtx& c) -> std::vector<Tensor> {
+        // dx_j = sum_{i >= j} dy_i: the cumsum of dy in the other direction
+        return {cumsum_along(c.grad(), d, !reverse)};
+      }))
+    set_history(y, n);
+  return y;
+}
+}  // namespace
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  check_defined(x, "cumsum");
+  detail::check_float(x, "cumsum");
+  return cumsum_along(x, wrap_dim(dim, x.dim(), "cumsum"), false);
+}
+
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   std::vector<int64_t> dims;
@@ -188,6 +210,14 @@ void register_reduce_ops(std::vector<OpInfo>& t) {
                      mk("[3,5] dim 1 unbiased", {u(g, {3, 5})}, [](const auto& in) { return var(in[0], {1}); }),
                      mk("[2,3,4] dims {0,2} biased", {u(g, {2, 3, 4})},
                         [](const auto& in) { return var(in[0], {0, 2}, false); })};
+               }});
+  t.push_back({"cumsum", true, [](const Backend& b) { return b.cumsum != nullptr; },
+               [](Generator& g) {
+                 return std::vector<OpCase>{
+                     mk("[3,4] dim 1", {u(g, {3, 4})}, [](const auto& in) { return cumsum(in[0], 1); }),
+                     mk("[2,3,4] dim 0", {u(g, {2, 3, 4})}, [](const auto& in) { return cumsum(in[0], 0); }),
+                     mk("transposed [4,3] dim -1", {u(g, {3, 4})},
+                        [](const auto& in) { return cumsum(in[0].t(), -1); })};
                }});
   t.push_back({"argmax", false, has, [distinct](Generator& g) {
                  return std::vector<OpCase>{mk("[3,4] dim 1", {distinct(g, {3, 4})}, [](const auto& in) {

@@ -60,6 +60,10 @@ GRAFT_KERNEL(where, "RRRW", cpu_opencl,
 
 // ---- reductions: out has x's rank with reduced dims of size 1 (keepdim form, contiguous).
 GRAFT_KERNEL(reduce, "RW", cpu_opencl, (ReduceOp op, const TensorView& x, const TensorView& out))
+// out (x's shape) = the running sum of x along dim: out_i = sum_{j <= i} x_j, or sum_{j >= i}
+// when reverse (the backward of cumsum is the reverse cumsum of the gradient).
+GRAFT_KERNEL(cumsum, "RW", cpu_opencl,
+             (const TensorView& x, int dim, bool reverse, const TensorView& out))
 
 // ---- linear algebra
 // out[..., M, N] = a[..., M, K] @ b[..., K, N]; a, b broadcast to out's batch dims; any strides.

@@ -272,7 +272,50 @@ template <class T> void reduce_t(ReduceOp op, const TensorView& x, const TensorV
   }
 }
 
+// f(x offset, out offset) for every line of x along `dim` (all dims but dim fixed).
+template <class F>
+void for_each_line(const TensorView& x, const TensorView& out, int dim, bool par, const F& f) {
+  const int64_t N = x.shape[dim], lines = N == 0 ? 0 : x.numel() / N;
+  parallel_for(lines, par, [&](int64_t l) {
+    int64_t ox = 0, oo = 0;
+    for (int d = x.rank() - 1; d >= 0; --d) {
+      if (d == dim) continue;
+      const int64_t i = l % x.shape[d];
+      l /= x.shape[d];
+      ox += i * x.strides[d];
+      oo += i * out.strides[d];
+    }
+    f(ox, oo);
+  });
+}
+
+void check_cumsum(const TensorView& x, int dim, const TensorView& out) {
+  GRAFT_CHECK(x.dtype == out.dtype, "cumsum: output dtype {} differs from input dtype {}",
+              out.dtype, x.dtype);
+  GRAFT_CHECK(x.shape == out.shape, "cumsum: output shape {} differs from input shape {}",
+              out.shape.str(), x.shape.str());
+  GRAFT_CHECK(dim >= 0 && dim < x.rank(), "cumsum: dim {} out of range for rank {}", dim, x.rank());
+}
+
 }  // namespace
+
+// Lines in parallel (OpenMP) when big; each line a sequential double accumulator.
+void cumsum(const TensorView& x, int dim, bool reverse, const TensorView& out) {
+  check_cumsum(x, dim, out);
+  GRAFT_DISPATCH_FLOAT(x.dtype, "cumsum", T, [&] {
+    const int64_t N = x.shape[dim], sx = x.strides[dim], so = out.strides[dim];
+    const T* xp = x.ptr<T>();
+    T* op = out.ptr<T>();
+    for_each_line(x, out, dim, x.numel() >= (int64_t(1) << 16), [&](int64_t ox, int64_t oo) {
+      double acc = 0;
+      for (int64_t k = 0; k < N; ++k) {
+        const int64_t j = reverse ? N - 1 - k : k;
+        acc += double(xp[ox + j * sx]);
+        op[oo + j * so] = T(acc);
+      }
+    });
+  });
+}
 
 void reduce(ReduceOp op, const TensorView& x, const TensorView& out) {
   GRAFT_CHECK(x.dtype == out.dtype, "reduce: output dtype {} differs from input dtype {}",
@@ -309,6 +352,27 @@ void reduce(ReduceOp op, const TensorView& x, const TensorView& out) {
         acc[o] = std::min(acc[o], v);
     });
     for (int64_t i = 0; i < out.numel(); ++i) out.ptr<T>()[i] = T(acc[i]);
+  });
+}
+
+// Every element on its own: out_i = sum over j <= i (j >= i when reverse) of x_j.
+void cumsum(const TensorView& x, int dim, bool reverse, const TensorView& out) {
+  check_cumsum(x, dim, out);
+  GRAFT_DISPATCH_FLOAT(x.dtype, "cumsum", T, [&] {
+    const int64_t N = x.shape[dim];
+    for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
+      int64_t base = 0, pos = 0;  // x's offset of flat index i with dim's index 0, and that index
+      for (int d = x.rank() - 1; d >= 0; --d) {
+        const int64_t c = i % x.shape[d];
+        i /= x.shape[d];
+        if (d == dim) pos = c;
+        else base += c * x.strides[d];
+      }
+      double acc = 0;
+      for (int64_t j = reverse ? pos : 0; j < (reverse ? N : pos + 1); ++j)
+        acc += double(x.ptr<T>()[base + j * x.strides[dim]]);
+      out.ptr<T>()[off] = T(acc);
+    });
   });
 }
 

@@ -177,6 +177,24 @@ void reduce(ReduceOp op, const TensorView& x, const TensorView& out) {
   }
 }
 
+// out = running sum of x along dim: one work item per line (every dim but dim fixed).
+void cumsum(const TensorView& x, int dim, bool reverse, const TensorView& out) {
+  check_float(x.dtype, "cumsum");
+  check_same("cumsum", out.dtype, {&x});
+  GRAFT_CHECK(x.shape == out.shape && dim >= 0 && dim < x.rank(),
+              "cumsum: shapes {} -> {} along dim {}", x.shape.str(), out.shape.str(), dim);
+  const int64_t N = x.shape[dim], lines = N == 0 ? 0 : x.numel() / N;
+  if (lines == 0) return;
+  Shape ls;
+  Strides lx, lo;
+  for (int d = 0; d < x.rank(); ++d)
+    if (d != dim) ls.push_back(x.shape[d]), lx.push_back(x.strides[d]), lo.push_back(out.strides[d]);
+  const Layout L = make_layout(ls, {&lx, &lo});
+  Launch(ctx_of(out, "cumsum"), x.dtype, "cumsum_k", "cumsum")
+      .val(L).val(cl_long(lines)).val(cl_long(N)).val(cl_long(x.strides[dim]))
+      .val(cl_long(out.strides[dim])).val(cl_int(reverse)).buf(x).buf(out).run(size_t(lines));
+}
+
 // ---------------------------------------------------------------- matmul
 void matmul_impl(const TensorView& a, const TensorView& b, const TensorView* bias,
                  const TensorView& out, const char* op) {

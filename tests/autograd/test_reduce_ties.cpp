@@ -31,3 +31,17 @@ TEST_CASE("amax / amin: tied extrema share the gradient evenly") {
     CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 0.25, 0.25, 0.25, 0, 0.25});
   }
 }
+
+TEST_CASE("cumsum: running sums along a dim, reverse-cumsum gradient, errors") {
+  Tensor x = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64).requires_grad_(true);
+  CHECK(cumsum(x, 1).to_vector<double>() == std::vector<double>{1, 3, 6, 4, 9, 15});
+  CHECK(cumsum(x, 0).to_vector<double>() == std::vector<double>{1, 2, 3, 5, 7, 9});
+  CHECK(cumsum(x.t(), -1).to_vector<double>() == std::vector<double>{1, 5, 2, 7, 3, 9});
+  // d/dx_j sum_i w_i y_i = sum_{i >= j} w_i
+  Tensor w = from_vector(std::vector<double>{1, 10, 100, 1, 10, 100}, {2, 3}, DType::f64);
+  sum(cumsum(x, 1) * w).backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{111, 110, 100, 111, 110, 100});
+  CHECK(cumsum(zeros({2, 0}, DType::f64), 1).shape() == Shape{2, 0});
+  CHECK_THROWS_WITH_AS(cumsum(x, 2), doctest::Contains("cumsum"), Error);
+  CHECK_THROWS_WITH_AS(cumsum(ones({3}, DType::i64), 0), doctest::Contains("cumsum"), Error);
+}

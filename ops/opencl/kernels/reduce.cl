@@ -45,3 +45,19 @@ __kernel void reduce_seq(Layout Lo, Layout Li, long n_out, long R, int op, __glo
   }
   out[out0 + o[1]] = acc;
 }
+
+// Running sum along one dim: one work item per line. L spans the other dims (st[0] x, st[1]
+// out); sx, so are the dim's strides; rev sums from the end (the backward of cumsum).
+__kernel void cumsum_k(Layout L, long lines, long N, long sx, long so, int rev,
+                       __global const T* x, long x0, __global T* out, long out0) {
+  const long r = get_global_id(0);
+  if (r >= lines) return;
+  long o[4];
+  offs(&L, r, o);
+  T acc = (T)0;
+  for (long k = 0; k < N; ++k) {
+    const long j = rev ? N - 1 - k : k;
+    acc += x[x0 + o[0] + j * sx];
+    out[out0 + o[1] + j * so] = acc;
+  }
+}
