@@ -187,6 +187,7 @@ class CompiledFunction_ {
   struct Entry {
     std::vector<InputSig> inputs;
     std::vector<StateSig> state;
+    PlanModes modes;  // autocast precision, grad mode, reference kernels when traced
     std::unique_ptr<trace::Graph> graph;
   };
 
@@ -216,6 +217,7 @@ class CompiledFunction_ {
   }
 
   bool matches(const Entry& e, const std::vector<Tensor>& in) const {
+    if (!(e.modes == plan_modes(ThreadContext::current()))) return false;
     for (size_t i = 0; i < in.size(); ++i) {
       const InputSig& s = e.inputs[i];
       if (in[i].dtype() != s.dtype || !(in[i].shape() == s.shape) || !(in[i].strides() == s.strides))
@@ -236,16 +238,10 @@ class CompiledFunction_ {
     return nullptr;
   }
 
-  // Sets oneDNN use for the scope of one call.
-  struct OneDnnScope {
-    bool prev;
-    explicit OneDnnScope(bool on) : prev(cpu::use_onednn()) { cpu::set_use_onednn(on); }
-    ~OneDnnScope() { cpu::set_use_onednn(prev); }
-  };
-
   const std::vector<Tensor>& call(const std::vector<Tensor>& in) {
     check_inputs(in);
-    OneDnnScope dnnl(opt.onednn);
+    ContextGuard scope;  // the call's oneDNN setting, and the trace's hooks, end with it
+    ops_context().onednn = opt.onednn;
     for (Entry& e : plans)
       if (matches(e, in) && e.graph->bind(in)) {
         e.graph->execute(state);
@@ -254,6 +250,7 @@ class CompiledFunction_ {
       }
     // Trace a new plan (this call runs eagerly while recording).
     Entry e;
+    e.modes = plan_modes(ThreadContext::current());
     for (const Tensor& t : in) e.inputs.push_back({t.dtype(), t.shape(), t.strides()});
     for (const Tensor& s : state) {
       const Tensor g = Tensor(s.impl()->grad);

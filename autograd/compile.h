@@ -43,7 +43,11 @@
 //    scalars would be frozen. zero_grad(set_to_none) between calls is fine: a plan traced with
 //    no .grad re-attaches its gradient tensors after each replay.
 //  * A new input shape (or dtype-equal, differently strided input) traces and caches a new plan;
-//    the input count and dtypes are fixed by the first call.
+//    the input count and dtypes are fixed by the first call. So do new plan modes (PlanModes in
+//    autograd/context.h: autocast precision, grad mode, reference kernels): a plan traced in f32
+//    is not replayed under AutocastGuard(Precision::bf16), which traces its own.
+//  * Autocast behaves as in eager mode: each matmul's precision is an argument of its kernel
+//    (decided by the autograd op), recorded and replayed with or without oneDNN.
 #pragma once
 #include <cstdint>
 #include <functional>

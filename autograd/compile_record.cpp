@@ -1,6 +1,7 @@
 // Tracing: the recording kernel table and the hooks that watch storages and host reads.
 //
-// While a function is traced, three per-thread hooks are installed:
+// While a function is traced, these per-thread hooks are installed, as fields of the thread
+// context (autograd/context.h) under one ContextGuard that puts them all back afterwards:
 //  * backend_for(cpu) returns the recording table below: each entry records the call (kernel,
 //    every TensorView argument resolved to a buffer + byte offset, the scalars) and then runs the
 //    real kernel, so the tracing call computes the eager results;
@@ -106,18 +107,21 @@ template <class A> void describe(std::string& s, const A& a) {
   else if constexpr (std::is_same_v<D, CompareOp>) s += std::string(" ") + compare_name(a);
   else if constexpr (std::is_same_v<D, ReduceOp>)
     s += a == ReduceOp::sum ? " sum" : a == ReduceOp::max ? " max" : " min";
+  else if constexpr (std::is_same_v<D, Precision>) {
+    if (a != Precision::f32) s += std::string(" ") + std::string(precision_name(a));
+  }
 }
 
 // ------------------------------------------------------------------------------------------
-class Tracer;
-thread_local Tracer* t_tracer = nullptr;
-
 // Where a pointer lives: a buffer and the base its byte offsets count from.
 struct Range {
   uintptr_t lo, hi;  // [lo, hi)
   int buffer;
 };
 
+}  // namespace
+
+// The tracer of the running trace is AutogradContext::tracer (autograd/context.h).
 class Tracer final : public StorageObserver {
  public:
   const Backend* real;  // the kernels that run
@@ -367,6 +371,8 @@ class Tracer final : public StorageObserver {
   bool host_read_input_ = false;
 };
 
+namespace {
+
 // ------------------------------------------------------------------------------------------
 // The recording table: one entry per Backend member, generated from its signature.
 template <class T> struct MemberType;
@@ -379,7 +385,7 @@ template <auto M, Kernel K, class... A> struct Entry<M, K, void (*)(A...)> {
   static_assert((0 + ... + int(is_view<A>)) == std::char_traits<char>::length(kRoles[int(K)]),
                 "ops/kernel_list.h: one role per TensorView argument");
   static void fn(A... a) {
-    Tracer& t = *t_tracer;
+    Tracer& t = *autograd_context().tracer;
     if constexpr (kAttention<M>)
       GRAFT_CHECK(std::get<4>(std::tie(a...)).dropout_p == 0.0,
                   "compile: attention dropout inside a traced step would replay one frozen mask; "
@@ -417,43 +423,35 @@ const Backend& recording_backend() {
   return b;
 }
 
-void host_access_hook(const Tensor& t) { t_tracer->host_access(t); }
+void host_access_hook(const Tensor& t) { autograd_context().tracer->host_access(t); }
 
-// Installs the three hooks for its scope.
-class Installed {
+// Installs the tracing hooks for its scope, as fields of the thread context: the storage
+// observer, the recording kernel table, the host-access hook and the tracer. The guard puts the
+// whole context back when the trace ends, or when it fails with an exception.
+class Installed : public ContextGuard {
  public:
   explicit Installed(Tracer* t) {
-    prev_observer_ = set_storage_observer(t);
-    prev_backend_ = cpu_backend_override();
-    set_cpu_backend_override(&recording_backend());
-    detail::t_host_access = &host_access_hook;
-    t_tracer = t;
+    OpsContext& ops = ops_context();
+    AutogradContext& ag = autograd_context();
+    ops.storage_observer = t;
+    ops.cpu_override = &recording_backend();
+    ag.host_access = &host_access_hook;
+    ag.tracer = t;
   }
   // Kernels and host reads are no longer watched; storages still are (for escapes).
   void stop_recording() {
-    set_cpu_backend_override(prev_backend_);
-    detail::t_host_access = nullptr;
+    ops_context().cpu_override = saved().ops.cpu_override;
+    autograd_context().host_access = saved().autograd.host_access;
   }
-  ~Installed() {
-    stop_recording();
-    set_storage_observer(prev_observer_);
-    t_tracer = nullptr;
-  }
-  Installed(const Installed&) = delete;
-  Installed& operator=(const Installed&) = delete;
-
- private:
-  StorageObserver* prev_observer_;
-  const Backend* prev_backend_;
 };
 
 }  // namespace
 
-bool tracing() { return t_tracer != nullptr; }
+bool tracing() { return autograd_context().tracer != nullptr; }
 
 void record(Graph& g, const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
             const std::vector<Tensor>& inputs, const std::vector<Tensor>& state) {
-  GRAFT_CHECK(!t_tracer, "compile: a compiled function was called while tracing another one; "
+  GRAFT_CHECK(!tracing(), "compile: a compiled function was called while tracing another one; "
               "hint: compile the outer function only");
   g.real = backend_for(Device::cpu());
   std::vector<std::shared_ptr<TensorImpl>> grads_before;

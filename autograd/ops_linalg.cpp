@@ -30,7 +30,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
     if (K == 0)
       be.fill(y.kview(), 0.0);
     else
-      detail::need(be.matmul, "matmul", a)(a.kview().broadcast_to(sa), b.kview().broadcast_to(sb), y.kview());
+      detail::need(be.matmul, "matmul", a)(a.kview().broadcast_to(sa), b.kview().broadcast_to(sb),
+                                           y.kview(), autocast_for(a, double(y.numel()) * double(K)));
   }
   if (auto n = record("matmul", {a, b}, [prec = autocast_precision()](BackwardCtx& c) -> std::vector<Tensor> {
         AutocastGuard ac(prec);  // backward in the forward's precision
@@ -89,7 +90,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   TensorView bv;
   bv.dtype = x.dtype();
   if (bc.defined()) bv = bc.contiguous().kview();
-  if (y.numel() > 0) detail::need(be.linear, "linear", x)(x2.kview(), wc.kview(), bv, y.kview());
+  if (y.numel() > 0)
+    detail::need(be.linear, "linear", x)(x2.kview(), wc.kview(), bv, y.kview(),
+                                         autocast_for(x, double(y.numel()) * double(I)));
   y = y.reshape(out_shape);
   if (auto n = record("linear", {x, w, bias}, [I, prec = autocast_precision()](BackwardCtx& c) -> std::vector<Tensor> {
         AutocastGuard ac(prec);  // backward in the forward's precision

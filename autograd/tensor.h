@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/context.h"
 #include "ops/device.h"
 #include "ops/dtype.h"
 #include "ops/random.h"
@@ -159,20 +160,14 @@ Tensor uniform(const Shape& shape, double lo, double hi, TensorOptions opt = {},
                Generator* gen = nullptr);
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);
 
-namespace detail {
-// Set while graft::compile traces (autograd/compile.cpp): told about every data<T>() access, so
-// that a host read of a value computed inside the trace is reported instead of frozen.
-inline thread_local void (*t_host_access)(const Tensor&) __attribute__((tls_model("initial-exec"))) =
-    nullptr;
-}  // namespace detail
-
 template <class T> T* Tensor::data() const {
   GRAFT_CHECK(defined(), "data: tensor is undefined");
   GRAFT_CHECK(dtype() == dtype_of<T>, "data<{}>: tensor has dtype {}", dtype_name(dtype_of<T>),
               dtype());
   GRAFT_CHECK(device().is_cpu(), "data: tensor is on {}; hint: call .to(Device::cpu()) first",
               device().str());
-  if (detail::t_host_access) detail::t_host_access(*this);
+  // set while graft::compile traces (AutogradContext::host_access)
+  if (auto hook = autograd_context().host_access) hook(*this);
   return static_cast<T*>(impl_->storage->data()) + impl_->offset;
 }
 

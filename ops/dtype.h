@@ -33,6 +33,15 @@ constexpr std::string_view dtype_name(DType t) {
 
 constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::f64; }
 
+// The precision a float32 matrix product computes in: f32, or bf16 (both operands rounded to
+// bfloat16, products accumulated in f32, f32 output). No tensor has a bf16 dtype: bf16 is a
+// way of computing, chosen per call by autocast (autograd/autocast.h). float64 ignores it.
+enum class Precision : uint8_t { f32, bf16 };
+
+constexpr std::string_view precision_name(Precision p) {
+  return p == Precision::bf16 ? "bf16" : "f32";
+}
+
 template <class T> struct DTypeOf;
 template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
 template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; };

@@ -67,12 +67,14 @@ GRAFT_KERNEL(cumsum, "RW", cpu_opencl,
 
 // ---- linear algebra
 // out[..., M, N] = a[..., M, K] @ b[..., K, N]; a, b broadcast to out's batch dims; any strides.
+// prec bf16 (f32 only, chosen by autocast): a and b rounded to bfloat16, f32 accumulation.
 GRAFT_KERNEL(matmul, "RRW", cpu_opencl,
-             (const TensorView& a, const TensorView& b, const TensorView& out))
-// out[N, O] = x[N, I] @ w[O, I]^T + bias[O] (bias may have data == nullptr for none).
+             (const TensorView& a, const TensorView& b, const TensorView& out, Precision prec))
+// out[N, O] = x[N, I] @ w[O, I]^T + bias[O] (bias may have data == nullptr for none); prec as
+// for matmul (the bias stays f32).
 GRAFT_KERNEL(linear, "RRRW", cpu_opencl,
              (const TensorView& x, const TensorView& w, const TensorView& bias,
-              const TensorView& out))
+              const TensorView& out, Precision prec))
 
 // ---- normalisation (x contiguous, `dim` is the last dim)
 // y = softmax(x) or log_softmax(x) over the last dim.

@@ -86,24 +86,21 @@ const Backend* backend_for(Device device);
 const Backend& cpu_backend();
 // The scalar reference kernels (simple loops, any strides): tests compare fast kernels to these.
 const Backend& cpu_reference_backend();
-// While enabled (per thread), backend_for(cpu) returns the reference kernels: the op-table tests
-// run every op through both and compare.
+// Setters of this thread's OpsContext fields (ops/context.h), which hold these modes; scoped
+// changes go through graft::ContextGuard (autograd/context.h), which restores them all.
+// While enabled, backend_for(cpu) returns the reference kernels: the op-table tests run every op
+// through both and compare.
 void set_use_reference_kernels(bool on);
 bool use_reference_kernels();
-// While set (per thread, non-null), backend_for(cpu) returns `b` instead: graft::compile
-// (autograd/compile.cpp) installs a recording table for the duration of a trace.
+// While set (non-null), backend_for(cpu) returns `b` instead: graft::compile
+// (autograd/compile_record.cpp) installs a recording table for the duration of a trace.
 void set_cpu_backend_override(const Backend* b);
 const Backend* cpu_backend_override();
 namespace cpu {
-// While off (per thread), f32 matmul/linear use graft's own kernel instead of oneDNN, whose
-// execute allocates on the heap on every call (graft::compile replays with it off).
+// While off, f32 matmul/linear use graft's own kernel instead of oneDNN, whose execute
+// allocates on the heap on every call (graft::compile replays with it off).
 void set_use_onednn(bool on);
 bool use_onednn();
-// While on (per thread), f32 matmul/linear round both operands to bfloat16 and multiply them with
-// oneDNN's bf16 primitive (f32 accumulation, f32 output and bias). Tiny products (< 2^15
-// multiply-adds), K == 0 and use_onednn() off stay f32. graft::AutocastGuard sets it.
-void set_matmul_bf16(bool on);
-bool matmul_bf16();
 }  // namespace cpu
 // Registers a back-end (used by ops/opencl at start-up).
 void register_backend(Device::Kind kind, const Backend* backend);

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ops/context.h"
+
 namespace graft {
 
 inline std::array<uint32_t, 4> philox4x32(uint64_t counter, uint64_t key) {
@@ -47,17 +49,12 @@ struct Generator {
   uint64_t advance(uint64_t n) {
     uint64_t o = offset;
     offset += n;
-    last_advanced_ = this;
+    ops_context().last_generator = this;
     return o;
   }
   // The generator that last advanced on this thread: graft::compile ties a traced random kernel
   // to it, so that each replay draws a fresh offset.
-  static Generator* last_advanced() { return last_advanced_; }
-
- private:
-  static inline thread_local Generator* last_advanced_ = nullptr;
-
- public:
+  static Generator* last_advanced() { return ops_context().last_generator; }
 };
 
 // The process-wide default generator (seeded by graft::manual_seed).

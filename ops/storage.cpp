@@ -10,6 +10,7 @@
 #include <new>
 #include <vector>
 
+#include "ops/context.h"
 #include "ops/error.h"
 #include "ops/random.h"
 
@@ -92,7 +93,6 @@ struct DeviceAllocator {
 };
 DeviceAllocator g_opencl_alloc;
 Storage::Copier g_opencl_copier = nullptr;
-thread_local StorageObserver* t_observer __attribute__((tls_model("initial-exec"))) = nullptr;
 
 // Bytes held by all live CPU storages of the process. Each tensor alone may fit in memory while
 // together they do not (64 layers of 4 GiB each): with memory overcommitted, such a model would
@@ -113,8 +113,8 @@ uint64_t memory_and_swap_bytes() {
 uint64_t live_cpu_bytes() { return g_live_cpu_bytes.load(std::memory_order_relaxed); }
 
 StorageObserver* set_storage_observer(StorageObserver* o) {
-  StorageObserver* prev = t_observer;
-  t_observer = o;
+  StorageObserver* prev = ops_context().storage_observer;
+  ops_context().storage_observer = o;
   return prev;
 }
 
@@ -199,7 +199,7 @@ void Storage::allocate(const Shape* shape, DType dtype) {
                                format_bytes(double(::sysconf(_SC_AVPHYS_PAGES)) *
                                             double(::sysconf(_SC_PAGE_SIZE)))));
     }
-    if (t_observer) t_observer->on_create(*this);
+    if (StorageObserver* o = ops_context().storage_observer) o->on_create(*this);
   } else {
     GRAFT_CHECK(g_opencl_alloc.alloc, "cannot allocate on {}: graft was built without OpenCL or "
                 "no OpenCL device is available; hint: use Device::cpu()", device_.str());
@@ -213,7 +213,7 @@ void Storage::allocate(const Shape* shape, DType dtype) {
 
 Storage::~Storage() {
   if (device_.is_cpu()) {
-    if (t_observer) t_observer->on_destroy(*this);
+    if (StorageObserver* o = ops_context().storage_observer) o->on_destroy(*this);
     cpu_free(data_, nbytes_ ? nbytes_ : 1);
     g_live_cpu_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
   }

@@ -1,5 +1,6 @@
 // Assembles the CPU back-end tables (fast and reference) and the device -> back-end registry.
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/context.h"
 
 namespace graft {
 
@@ -24,21 +25,20 @@ const Backend& cpu_reference_backend() {
 
 namespace {
 const Backend* g_opencl = nullptr;
-thread_local bool t_reference __attribute__((tls_model("initial-exec"))) = false;
-thread_local const Backend* t_override __attribute__((tls_model("initial-exec"))) = nullptr;
 }  // namespace
-void set_cpu_backend_override(const Backend* b) { t_override = b; }
-const Backend* cpu_backend_override() { return t_override; }
-void set_use_reference_kernels(bool on) { t_reference = on; }
-bool use_reference_kernels() { return t_reference; }
+void set_cpu_backend_override(const Backend* b) { ops_context().cpu_override = b; }
+const Backend* cpu_backend_override() { return ops_context().cpu_override; }
+void set_use_reference_kernels(bool on) { ops_context().reference_kernels = on; }
+bool use_reference_kernels() { return ops_context().reference_kernels; }
 void register_backend(Device::Kind kind, const Backend* backend) {
   GRAFT_ASSERT(kind == Device::Kind::opencl);
   g_opencl = backend;
 }
 const Backend* backend_for(Device device) {
   if (device.is_cpu()) {
-    if (t_override) return t_override;
-    return t_reference ? &cpu_reference_backend() : &cpu_backend();
+    const OpsContext& c = ops_context();
+    if (c.cpu_override) return c.cpu_override;
+    return c.reference_kernels ? &cpu_reference_backend() : &cpu_backend();
   }
   return g_opencl;
 }

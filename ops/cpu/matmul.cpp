@@ -1,7 +1,9 @@
 // Matrix products: graft::cpu::matmul / linear (oneDNN for f32, an own blocked xsimd kernel for
 // f64 and for layouts oneDNN handles badly) and the scalar reference kernels in graft::cpu::ref.
-// With set_matmul_bf16 (autocast), f32 operands are rounded to bf16 here and oneDNN's bf16
-// primitive multiplies them with f32 accumulation and an f32 output.
+// With prec == Precision::bf16 (chosen by autocast in the autograd op), f32 operands are rounded
+// to bf16 here: oneDNN's bf16 primitive multiplies them with f32 accumulation and an f32 output,
+// or, with oneDNN off (graft::compile), the own f32 kernel multiplies the rounded copies, which
+// computes the same products (a product of two bf16 values is exact in f32).
 //
 // Shapes: a [..., M, K] @ b [..., K, N] -> out [..., M, N]; linear: x [N, I], w [O, I] -> [N, O].
 #include <omp.h>
@@ -11,8 +13,10 @@
 #include <cstring>
 #include <immintrin.h>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
+#include "ops/context.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/cpu/simd.h"
@@ -474,24 +478,53 @@ bool dnnl_matmul(const Problem& p, const float* a, const float* b, const TensorV
   return true;
 }
 
-thread_local bool t_onednn __attribute__((tls_model("initial-exec"))) = true;
-thread_local bool t_bf16 __attribute__((tls_model("initial-exec"))) = false;
+// x rounded to the nearest bf16 (to nearest even), as an f32.
+inline float bf16_round(float x) {
+  const uint32_t u = uint32_t(bf16_bits(x)) << 16;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
 
-// Shared driver: out = a @ b (+ bias over the last dim).
+// The f32 view v with every element rounded to bf16: a copy of the span of elements v covers,
+// in `buf`, with v's strides (a broadcast dim, stride 0, is not expanded).
+TensorView rounded_to_bf16(const TensorView& v, std::vector<float>& buf) {
+  int64_t lo = 0, hi = 0;  // offsets of the lowest and highest element
+  for (int d = 0; d < v.rank(); ++d) {
+    const int64_t e = (v.shape[d] - 1) * v.strides[d];
+    (e < 0 ? lo : hi) += e;
+  }
+  buf.resize(size_t(hi - lo + 1));
+  const float* src = v.ptr<float>() + lo;
+  const int64_t n = hi - lo + 1;
+#pragma omp parallel for schedule(static) if (n >= kParallelMacs)
+  for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = bf16_round(src[i]);
+  TensorView r = v;
+  r.data = buf.data() - lo;
+  return r;
+}
+
+// Shared driver: out = a @ b (+ bias over the last dim), in precision `prec` for f32.
 void matmul_impl(const TensorView& a, const TensorView& b, const TensorView* bias,
-                 const TensorView& out) {
+                 const TensorView& out, Precision prec) {
   GRAFT_ASSERT(out.is_contiguous() && a.dtype == out.dtype && b.dtype == out.dtype);
   if (out.numel() == 0) return;
   const Problem p = describe(a, b, out);
+  const bool bf16 = prec == Precision::bf16 && out.dtype == DType::f32 && p.K > 0;
   // f64, tiny products, K == 0 (out = bias) and strided biases take the own kernel.
   const bool dnnl_ok = use_onednn() && out.dtype == DType::f32 && p.K > 0 &&
                        p.batches() * p.M * p.N * p.K >= kTinyMacs &&
                        (!bias || bias->strides[bias->rank() - 1] == 1);
-  if (dnnl_ok && t_bf16 &&
-      dnnl_matmul(p, a.ptr<float>(), b.ptr<float>(), bias, out.ptr<float>(), true))
+  if (dnnl_ok && dnnl_matmul(p, a.ptr<float>(), b.ptr<float>(), bias, out.ptr<float>(), bf16))
     return;
-  if (dnnl_ok && dnnl_matmul(p, a.ptr<float>(), b.ptr<float>(), bias, out.ptr<float>(), false))
+  if (bf16) {
+    // The own kernel on bf16-rounded copies (same strides, so p still describes them).
+    thread_local std::vector<float> bufs[2];
+    const TensorView ra = rounded_to_bf16(a, bufs[0]), rb = rounded_to_bf16(b, bufs[1]);
+    gemm_batched<float>(p, ra.ptr<float>(), rb.ptr<float>(), out.ptr<float>());
+    if (bias) add_bias<float>(out.ptr<float>(), *bias, out.numel() / p.N, p.N);
     return;
+  }
   GRAFT_DISPATCH_FLOAT(out.dtype, "matmul", T, [&] {
     gemm_batched<T>(p, a.ptr<T>(), b.ptr<T>(), out.ptr<T>());
     if (bias) add_bias<T>(out.ptr<T>(), *bias, out.numel() / p.N, p.N);
@@ -509,19 +542,17 @@ TensorView transposed(const TensorView& w) {
 
 }  // namespace
 
-void set_use_onednn(bool on) { t_onednn = on; }
-bool use_onednn() { return t_onednn; }
-void set_matmul_bf16(bool on) { t_bf16 = on; }
-bool matmul_bf16() { return t_bf16; }
+void set_use_onednn(bool on) { ops_context().onednn = on; }
+bool use_onednn() { return ops_context().onednn; }
 
-void matmul(const TensorView& a, const TensorView& b, const TensorView& out) {
-  matmul_impl(a, b, nullptr, out);
+void matmul(const TensorView& a, const TensorView& b, const TensorView& out, Precision prec) {
+  matmul_impl(a, b, nullptr, out, prec);
 }
 
 void linear(const TensorView& x, const TensorView& w, const TensorView& bias,
-            const TensorView& out) {
+            const TensorView& out, Precision prec) {
   // x [..., I] @ w^T [I, O]: w^T is broadcast over x's leading dims (stride 0 in describe).
-  matmul_impl(x, transposed(w), bias.data ? &bias : nullptr, out);
+  matmul_impl(x, transposed(w), bias.data ? &bias : nullptr, out, prec);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -543,7 +574,10 @@ int64_t ref_offset(const TensorView& v, const TensorView& out, const int64_t* bi
 
 template <class T>
 void ref_matmul(const TensorView& a, const TensorView& b, const TensorView* bias,
-                const TensorView& out) {
+                const TensorView& out, Precision prec) {
+  // bf16: each f32 operand element rounded to bf16 before the (exact, double) product
+  const bool bf16 = std::is_same_v<T, float> && prec == Precision::bf16;
+  auto in = [&](T x) { return bf16 ? double(bf16_round(float(x))) : double(x); };
   const int r = out.rank();
   const int64_t M = out.shape[r - 2], N = out.shape[r - 1], K = a.shape[a.rank() - 1];
   int64_t nbat = 1;
@@ -559,8 +593,8 @@ void ref_matmul(const TensorView& a, const TensorView& b, const TensorView* bias
       for (int64_t j = 0; j < N; ++j) {
         double s = bias ? double(bias->ptr<T>()[j * bias->strides[0]]) : 0.0;
         for (int64_t k = 0; k < K; ++k)
-          s += double(a.ptr<T>()[ref_offset(a, out, bidx, i, k)]) *
-               double(b.ptr<T>()[ref_offset(b, out, bidx, k, j)]);
+          s += in(a.ptr<T>()[ref_offset(a, out, bidx, i, k)]) *
+               in(b.ptr<T>()[ref_offset(b, out, bidx, k, j)]);
         out.ptr<T>()[ref_offset(out, out, bidx, i, j)] = T(s);
       }
   }
@@ -568,15 +602,15 @@ void ref_matmul(const TensorView& a, const TensorView& b, const TensorView* bias
 
 }  // namespace
 
-void matmul(const TensorView& a, const TensorView& b, const TensorView& out) {
-  GRAFT_DISPATCH_FLOAT(out.dtype, "matmul", T, [&] { ref_matmul<T>(a, b, nullptr, out); });
+void matmul(const TensorView& a, const TensorView& b, const TensorView& out, Precision prec) {
+  GRAFT_DISPATCH_FLOAT(out.dtype, "matmul", T, [&] { ref_matmul<T>(a, b, nullptr, out, prec); });
 }
 
 void linear(const TensorView& x, const TensorView& w, const TensorView& bias,
-            const TensorView& out) {
+            const TensorView& out, Precision prec) {
   const TensorView wt = transposed(w);
   const TensorView* bp = bias.data ? &bias : nullptr;
-  GRAFT_DISPATCH_FLOAT(out.dtype, "linear", T, [&] { ref_matmul<T>(x, wt, bp, out); });
+  GRAFT_DISPATCH_FLOAT(out.dtype, "linear", T, [&] { ref_matmul<T>(x, wt, bp, out, prec); });
 }
 
 }  // namespace ref

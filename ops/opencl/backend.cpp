@@ -257,12 +257,13 @@ void matmul_impl(const TensorView& a, const TensorView& b, const TensorView* bia
   }
 }
 
-void matmul(const TensorView& a, const TensorView& b, const TensorView& out) {
+// prec: always f32 here (autocast applies to CPU products only; the kernel computes in f32).
+void matmul(const TensorView& a, const TensorView& b, const TensorView& out, Precision /*prec*/) {
   matmul_impl(a, b, nullptr, out, "matmul");
 }
 
 void linear(const TensorView& x, const TensorView& w, const TensorView& bias,
-            const TensorView& out) {
+            const TensorView& out, Precision /*prec*/) {
   GRAFT_CHECK(w.rank() == 2, "linear: weight must be [O, I], got {}", w.shape);
   TensorView wt = w;  // w^T [I, O] as a strided view
   std::swap(wt.shape[0], wt.shape[1]);

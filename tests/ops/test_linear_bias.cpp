@@ -30,8 +30,8 @@ TEST_CASE("linear: a strided bias (stride 2) equals the reference") {
       bias.strides = Strides{2};
       Buf fast({N, O}, dt), want({N, O}, dt);
       fast.rand(100, 101);
-      cpu::linear(x.v, w.v, bias, fast.v);
-      cpu::ref::linear(x.v, w.v, bias, want.v);
+      cpu::linear(x.v, w.v, bias, fast.v, Precision::f32);
+      cpu::ref::linear(x.v, w.v, bias, want.v, Precision::f32);
       const double atol = dt == DType::f32 ? 2e-6 * double(std::max<int64_t>(I, 8)) : 1e-12 * double(I + 1);
       check_close(fast, want, atol, dt == DType::f32 ? 1e-5 : 1e-12);
     }

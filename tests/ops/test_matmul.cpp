@@ -29,8 +29,8 @@ void check_matmul(const TensorView& a, const TensorView& b, const Shape& out_sha
   const int64_t K = a.shape.back();
   Buf fast(out_shape, a.dtype), want(out_shape, a.dtype);
   fast.rand(100, 101, 7);  // garbage: kernels must write every element
-  cpu::matmul(a, b, fast.v);
-  cpu::ref::matmul(a, b, want.v);
+  cpu::matmul(a, b, fast.v, Precision::f32);
+  cpu::ref::matmul(a, b, want.v, Precision::f32);
   check_close(fast, want, atol_for(a.dtype, K), rtol_for(a.dtype));
 }
 
@@ -63,10 +63,10 @@ TEST_CASE("matmul: K == 0 gives zeros, empty outputs are fine") {
   for (DType dt : kFloatTypes) {
     Buf a({4, 0}, dt), b({0, 3}, dt), out({4, 3}, dt);
     out.rand(5, 6);
-    cpu::matmul(a.v, b.v, out.v);
+    cpu::matmul(a.v, b.v, out.v, Precision::f32);
     for (int64_t i = 0; i < out.numel(); ++i) CHECK(out.at(i) == 0.0);
     Buf a0({0, 5}, dt), b0({5, 3}, dt), out0({0, 3}, dt);
-    cpu::matmul(a0.v, b0.v, out0.v);  // nothing to do, must not crash
+    cpu::matmul(a0.v, b0.v, out0.v, Precision::f32);  // nothing to do, must not crash
   }
 }
 
@@ -190,8 +190,8 @@ TEST_CASE("linear: with and without bias") {
         if (!with_bias) bv.data = nullptr;
         Buf fast({N, O}, dt), want({N, O}, dt);
         fast.rand(100, 101);
-        cpu::linear(x.v, w.v, bv, fast.v);
-        cpu::ref::linear(x.v, w.v, bv, want.v);
+        cpu::linear(x.v, w.v, bv, fast.v, Precision::f32);
+        cpu::ref::linear(x.v, w.v, bv, want.v, Precision::f32);
         check_close(fast, want, atol_for(dt, I), rtol_for(dt));
       }
 }
@@ -204,10 +204,51 @@ TEST_CASE("linear: reference agrees with an explicit x @ w^T + b") {
   xp[0] = 1, xp[1] = 2;
   wp[0] = 3, wp[1] = 4, wp[2] = 5, wp[3] = 6;  // w = [[3, 4], [5, 6]]
   b.ptr<double>()[0] = 0.5, b.ptr<double>()[1] = -1;
-  cpu::ref::linear(x.v, w.v, b.v, out.v);
+  cpu::ref::linear(x.v, w.v, b.v, out.v, Precision::f32);
   CHECK(out.at(0) == 11.5);  // 1*3 + 2*4 + 0.5
   CHECK(out.at(1) == 16.0);  // 1*5 + 2*6 - 1
-  cpu::linear(x.v, w.v, b.v, out.v);
+  cpu::linear(x.v, w.v, b.v, out.v, Precision::f32);
   CHECK(out.at(0) == 11.5);
   CHECK(out.at(1) == 16.0);
+}
+
+TEST_CASE("matmul/linear bf16: fast kernels (oneDNN and own) agree with the rounding reference") {
+  // prec bf16 rounds both f32 operands to bfloat16 and accumulates in f32: the reference does the
+  // rounding and an exact sum, so the fast kernels agree to f32 accumulation error, while an f32
+  // product of the unrounded operands is off by bf16's 2^-9 relative.
+  const bool onednn_before = cpu::use_onednn();
+  for (bool onednn : {true, false}) {
+    CAPTURE(onednn);
+    cpu::set_use_onednn(onednn);
+    // a [2, 48, 64] @ b^T (b [40, 64] transposed, broadcast over the batch)
+    Buf a({2, 48, 64}, DType::f32), b({40, 64}, DType::f32), bias({40}, DType::f32);
+    a.rand(-1, 1, 70);
+    b.rand(-1, 1, 71);
+    bias.rand(-1, 1, 72);
+    TensorView bt = view(b, {64, 40}, {1, 64});
+    Buf fast({2, 48, 40}, DType::f32), want({2, 48, 40}, DType::f32), exact({2, 48, 40}, DType::f32);
+    fast.rand(100, 101);
+    cpu::matmul(a.v, bt.broadcast_to({2, 64, 40}), fast.v, Precision::bf16);
+    cpu::ref::matmul(a.v, bt.broadcast_to({2, 64, 40}), want.v, Precision::bf16);
+    cpu::ref::matmul(a.v, bt.broadcast_to({2, 64, 40}), exact.v, Precision::f32);
+    check_close(fast, want, atol_for(DType::f32, 64), rtol_for(DType::f32));
+    double worst = 0;
+    for (int64_t i = 0; i < exact.v.numel(); ++i) worst = std::max(worst, std::fabs(exact.at(i) - want.at(i)));
+    CHECK(worst > 1e-3);  // the rounding is real
+    // linear with a bias (the bias stays f32)
+    TensorView x = view(a, {96, 64}, {64, 1});
+    Buf lf({96, 40}, DType::f32), lw({96, 40}, DType::f32);
+    lf.rand(100, 101);
+    cpu::linear(x, b.v, bias.v, lf.v, Precision::bf16);
+    cpu::ref::linear(x, b.v, bias.v, lw.v, Precision::bf16);
+    check_close(lf, lw, atol_for(DType::f32, 64), rtol_for(DType::f32));
+  }
+  cpu::set_use_onednn(onednn_before);
+  // float64 ignores bf16
+  Buf a({8, 8}, DType::f64), b({8, 8}, DType::f64), o1({8, 8}, DType::f64), o2({8, 8}, DType::f64);
+  a.rand(-1, 1, 73);
+  b.rand(-1, 1, 74);
+  cpu::matmul(a.v, b.v, o1.v, Precision::bf16);
+  cpu::matmul(a.v, b.v, o2.v, Precision::f32);
+  for (int64_t i = 0; i < 64; ++i) CHECK(o1.at(i) == o2.at(i));
 }
