@@ -9,6 +9,7 @@
 
 #include "data/text_io.h"
 #include "ops/error.h"
+#include "ops/file_io.h"
 
 namespace graft::data {
 
@@ -94,11 +95,8 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> tokens, BasicTok
 
 WordPieceTokenizer WordPieceTokenizer::load(const std::string& vocab_path,
                                             BasicTokenizerOptions options) {
-  std::ifstream f = open_text_file(vocab_path, "WordPieceTokenizer.load", "pass the path of a "
-                                   "BERT vocab.txt (one token per line)");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string all = ss.str();
+  std::string all = read_file(vocab_path, "WordPieceTokenizer.load",
+                              "pass the path of a BERT vocab.txt (one token per line)");
   strip_bom(all);
   // Python's text mode: \r\n and a lone \r end a line as well as \n.
   std::vector<std::string> tokens;
