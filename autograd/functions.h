@@ -102,8 +102,16 @@ struct CrossEntropyOptions {
   int64_t ignore_index = -100;
   double label_smoothing = 0.0;
   Reduction reduction = Reduction::mean;
+  // Which dim of logits holds the classes. -1 (the default): the last, graft's layout for
+  // sequence models, logits [B, T, V] with target [B, T]. 1: PyTorch's rule, logits [B, C] or
+  // [B, C, d1, ...] (e.g. [B, C, T]) with target [B] or [B, d1, ...]. Any dim in [-D, D) works;
+  // 1-D logits [C] are one row whatever class_dim says (as in torch).
+  int64_t class_dim = -1;
 };
-// logits [N, V] (or [N..., V]), target int64 [N] (or [N...]); mean over non-ignored rows.
+// logits [N, V] (or [N..., V]; see class_dim for [N, V, d...]), target int64 = logits without
+// the class dim; reduction none returns the target's shape; mean over non-ignored targets.
+//   cross_entropy(logits_btv, target_bt);                      // class dim last
+//   cross_entropy(logits_bct, target_bt, {.class_dim = 1});    // PyTorch's layout
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions opt = {});
 
 // ---- operators

@@ -1,7 +1,9 @@
 // Losses: cross-entropy with ignore_index and label smoothing.
 //
-// The recorded op works on rows: logits [N, V], target [N] -> per-row loss [N]. Leading dims
-// are flattened first and the reduction (none / sum / mean over non-ignored rows) is composed
+// The recorded op works on rows: logits [N, V], target [N] -> per-row loss [N]. A class dim
+// other than the last (class_dim = 1: PyTorch's [B, C, d...]) is moved last first (a
+// differentiable permute, so its backward moves the gradient back), leading dims are
+// flattened, and the reduction (none / sum / mean over non-ignored rows) is composed
 // from differentiable ops, so the row op is the only new backward rule.
 //
 //   loss[n]  = -(1 - ls) logp[n, t] - ls/V sum_v logp[n, v]      (0 where t == ignore_index)
@@ -76,16 +78,29 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
               "cross_entropy: target must be int64 class indices, got {}; hint: convert with "
               ".to(DType::i64)",
               target.dtype());
+  const int64_t D = logits.dim();
+  GRAFT_CHECK(D == 1 || (opt.class_dim >= -D && opt.class_dim < D),
+              "cross_entropy: class_dim {} is out of range for logits {} (valid -{}..{})",
+              opt.class_dim, logits.shape(), D, D - 1);
+  const int64_t cdim = D == 1 ? 0 : (opt.class_dim + D) % D;
   Shape lead = logits.shape();
-  lead.erase(lead.size() - 1);
+  lead.erase(int(cdim));
   GRAFT_CHECK(target.shape() == lead,
               "cross_entropy: target has shape {} but logits have shape {} (expected target "
-              "shape {}: logits without the class dim)",
-              target.shape(), logits.shape(), lead);
+              "shape {}: logits without the class dim {})",
+              target.shape(), logits.shape(), lead, cdim);
+  Tensor x = logits;  // classes last: [N..., V]
+  if (cdim != D - 1) {
+    std::vector<int64_t> order;
+    for (int64_t d = 0; d < D; ++d)
+      if (d != cdim) order.push_back(d);
+    order.push_back(cdim);
+    x = logits.permute(order);  // [B, C, d...] -> [B, d..., C]
+  }
   const double ls = opt.label_smoothing;
   GRAFT_CHECK(ls >= 0.0 && ls < 1.0, "cross_entropy: label_smoothing must be in [0, 1), got {}",
               ls);
-  const int64_t V = logits.shape().back(), N = lead.numel();
+  const int64_t V = x.shape().back(), N = lead.numel();
   GRAFT_CHECK(V > 0, "cross_entropy: logits have no classes (shape {})", logits.shape());
 
   // Validate targets (and count the rows that take part in the mean).
@@ -102,7 +117,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
     ++counted;
   }
 
-  Tensor x2 = logits.dim() == 2 ? logits : logits.reshape({N, V});
+  Tensor x2 = x.dim() == 2 ? x : x.reshape({N, V});
   Tensor rows = cross_entropy_rows(x2, t1, opt.ignore_index, ls);
   switch (opt.reduction) {
     case Reduction::none: return lead.size() == 1 ? rows : rows.reshape(lead);
@@ -134,6 +149,10 @@ void register_loss_ops(std::vector<OpInfo>& t) {
                  none_ls.reduction = Reduction::none;
                  none_ls.label_smoothing = 0.2;
                  none_ls.ignore_index = 2;
+                 CrossEntropyOptions torch_layout;  // PyTorch's [B, C, T], ignore_index 2
+                 torch_layout.class_dim = 1;
+                 torch_layout.ignore_index = 2;
+                 torch_layout.label_smoothing = 0.1;
                  return std::vector<OpCase>{
                      mk("[4,5] mean", {u(g, {4, 5}, -2, 2)},
                         [t4](const auto& in) { return cross_entropy(in[0], t4); }),
@@ -144,7 +163,9 @@ void register_loss_ops(std::vector<OpInfo>& t) {
                      mk("[2,3,5] mean", {u(g, {2, 3, 5}, -2, 2)},
                         [t23](const auto& in) { return cross_entropy(in[0], t23); }),
                      mk("transposed [5,4]^T none, ls 0.2, ignore_index 2", {u(g, {5, 4}, -2, 2)},
-                        [t4, none_ls](const auto& in) { return cross_entropy(in[0].t(), t4, none_ls); })};
+                        [t4, none_ls](const auto& in) { return cross_entropy(in[0].t(), t4, none_ls); }),
+                     mk("[2,5,3] class_dim 1 (PyTorch layout) mean, ls 0.1, ignore_index 2", {u(g, {2, 5, 3}, -2, 2)},
+                        [t23, torch_layout](const auto& in) { return cross_entropy(in[0], t23, torch_layout); })};
                }});
 }
 

@@ -22,17 +22,17 @@ Tensor pad_sequences(const std::vector<std::vector<int64_t>>& seqs, int64_t pad,
   return from_vector(flat, {B, S});
 }
 
-Tensor length_mask(const Tensor& lengths, int64_t max_len) {
+Tensor padding_mask(const Tensor& lengths, int64_t max_len) {
   GRAFT_CHECK(lengths.defined() && lengths.dim() == 1 && lengths.dtype() == DType::i64,
-              "length_mask: lengths must be int64 [B]");
+              "padding_mask: lengths must be int64 [B]");
   const std::vector<int64_t> lens = lengths.to_vector<int64_t>();
   const int64_t B = int64_t(lens.size());
-  Tensor m = zeros({B, max_len}, DType::b8);
+  Tensor m = ones({B, max_len}, DType::b8);
   bool* p = m.data<bool>();
   for (int64_t b = 0; b < B; ++b) {
     GRAFT_CHECK(lens[size_t(b)] >= 0 && lens[size_t(b)] <= max_len,
-                "length_mask: lengths[{}] = {} is outside [0, {}]", b, lens[size_t(b)], max_len);
-    for (int64_t s = 0; s < lens[size_t(b)]; ++s) p[b * max_len + s] = true;
+                "padding_mask: lengths[{}] = {} is outside [0, {}]", b, lens[size_t(b)], max_len);
+    for (int64_t s = 0; s < lens[size_t(b)]; ++s) p[b * max_len + s] = false;  // a real token
   }
   return m;
 }
@@ -54,7 +54,7 @@ Seq2SeqBatch make_seq2seq_batch(const std::vector<std::vector<int64_t>>& src,
                 "needs at least one token", i);
   Seq2SeqBatch b;
   b.src = pad_sequences(src, kPad, &b.src_lengths);
-  b.src_mask = length_mask(b.src_lengths, b.src.size(1));
+  b.src_key_padding_mask = padding_mask(b.src_lengths, b.src.size(1));
   if (tgt.empty()) return b;
   std::vector<std::vector<int64_t>> in(tgt.size()), out(tgt.size());
   for (size_t i = 0; i < tgt.size(); ++i) {

@@ -2,7 +2,8 @@
 //
 //   std::vector<std::vector<int64_t>> src = ..., tgt = ...;     // token ids, no specials
 //   data::Seq2SeqBatch b = data::make_seq2seq_batch(src, tgt);
-//   // b.src [B, S] (padded with <pad>), b.src_lengths [B], b.src_mask [B, S] (true = real),
+//   // b.src [B, S] (padded with <pad>), b.src_lengths [B],
+//   // b.src_key_padding_mask [B, S] (true = padding, PyTorch's convention),
 //   // b.tgt_in [B, T] = <bos> y, b.tgt_out [B, T] = y <eos> (then <pad>), T = max len + 1
 //   auto batches = data::bucket_batches(lengths, 64, gen);      // index lists, similar lengths
 #pragma once
@@ -17,13 +18,14 @@ namespace graft::data {
 // seqs -> int64 [B, max(len, min_len)] padded with `pad`; lengths (optional out) int64 [B].
 Tensor pad_sequences(const std::vector<std::vector<int64_t>>& seqs, int64_t pad = 0,
                      Tensor* lengths = nullptr, int64_t min_len = 0);
-// lengths int64 [B] -> bool [B, max_len]: mask[b, s] = s < lengths[b].
-Tensor length_mask(const Tensor& lengths, int64_t max_len);
+// lengths int64 [B] -> bool [B, max_len]: mask[b, s] = s >= lengths[b], i.e. true = padding
+// (PyTorch's key_padding_mask convention, used by every attention module in graft).
+Tensor padding_mask(const Tensor& lengths, int64_t max_len);
 
 struct Seq2SeqBatch {
   Tensor src;          // int64 [B, S]
   Tensor src_lengths;  // int64 [B], each >= 1
-  Tensor src_mask;     // bool [B, S]
+  Tensor src_key_padding_mask;  // bool [B, S], true = padding (padding_mask(src_lengths, S))
   Tensor tgt_in;       // int64 [B, T]: <bos> y_1 .. y_n <pad>..  (undefined without targets)
   Tensor tgt_out;      // int64 [B, T]: y_1 .. y_n <eos> <pad>..
   Tensor tgt_lengths;  // int64 [B]: n + 1 (the tokens of tgt_out that count, <eos> included)

@@ -30,7 +30,7 @@ struct AttnSeq2Seq : nn::Module {
   std::shared_ptr<nn::Linear> out;
   struct State {
     nn::RnnState dec;            // decoder h, c [B, H]
-    Tensor keys, mask, weights;  // encoder outputs [B, S, H]; bool [B, S] real positions; attention [B, S]
+    Tensor keys, key_padding_mask, weights;  // [B, S, H] encoder outputs; bool [B, S] true = padding; [B, S]
   };
 
   AttnSeq2Seq(int64_t V, int64_t E, int64_t H) {
@@ -45,12 +45,12 @@ struct AttnSeq2Seq : nn::Module {
   State encode(const data::Seq2SeqBatch& b) {
     nn::RnnOutput r = encoder->forward(src_emb->forward(b.src), b.src_lengths);  // [B, S, H]
     attn->precompute(r.output);  // U h_s once per batch, not once per decoder step
-    return {{r.state.h.select(0, 0), r.state.c.select(0, 0)}, r.output, b.src_mask, {}};
+    return {{r.state.h.select(0, 0), r.state.c.select(0, 0)}, r.output, b.src_key_padding_mask, {}};
   }
   // One decoder step: c_t = attend(h_{t-1}, keys); h_t = LSTM([emb(y_{t-1}); c_t]);
   // logits = W [h_t; c_t]. prev int64 [B] -> logits [B, V].
   Tensor step(const Tensor& prev, State& s) {
-    nn::AttentionOutput a = attn->attend(s.dec.h, s.keys, s.mask, 0);  // context [B, H]
+    nn::AttentionOutput a = attn->attend(s.dec.h, s.keys, s.key_padding_mask, 0);  // context [B, H]
     s.weights = a.weights;
     s.dec = decoder->forward(cat({tgt_emb->forward(prev), a.context}, 1), s.dec);
     return out->forward(cat({s.dec.h, a.context}, 1));

@@ -157,7 +157,7 @@ Memory Seq2Seq::encode(const Tensor& src, const Tensor& lengths) {
   m.keys = r.output;
   if (attention && fast_paths) m.keys_proj = attention->project_keys(m.keys);  // U h etc.: once, not per step
   m.lengths = lengths;
-  m.mask = data::length_mask(lengths, S).to(src.device());
+  m.key_padding_mask = data::padding_mask(lengths, S).to(src.device());
   // the decoder starts from the encoder's final state, layer by layer
   const int64_t D = options.bidirectional ? 2 : 1;
   std::vector<nn::RnnState> init;
@@ -201,7 +201,7 @@ StepOutput Seq2Seq::step_core(Tensor x, DecoderState& st, const Memory& mem) {
   nn::AttentionOutput a;
   const bool has_attn = attention != nullptr;
   if (has_attn && !luong()) {  // Bahdanau / hard: attend with the previous top state
-    a = attention->attend(st.layers.back().h, mem.keys, mem.mask, st.t);
+    a = attention->attend(st.layers.back().h, mem.keys, mem.key_padding_mask, st.t);
     x = cat({x, a.context}, 1);
   } else if (has_attn && options.input_feeding) {
     x = cat({x, st.feed}, 1);
@@ -210,7 +210,7 @@ StepOutput Seq2Seq::step_core(Tensor x, DecoderState& st, const Memory& mem) {
     st.layers[l] = decoder_cells[l]->forward(l == 0 ? x : drop(x), st.layers[l]);
     x = st.layers[l].h;  // [B, H]
   }
-  if (has_attn && luong()) a = attention->attend(x, mem.keys, mem.mask, st.t);  // Luong: the new state
+  if (has_attn && luong()) a = attention->attend(x, mem.keys, mem.key_padding_mask, st.t);  // Luong: the new state
   if (hard() && is_training()) {
     const nn::HardSample& s = static_cast<nn::HardAttention*>(attention.get())->last_sample();
     hard_log_probs_.push_back(s.log_prob);
@@ -316,7 +316,8 @@ LossOutput Seq2Seq::loss(const data::Seq2SeqBatch& b, double sampling_ratio, Gen
     r.loss = r.loss + reinforce_->loss(reward, sum(logp * tmask, {1}), sum(ent * tmask, {1})) /
                           double(T);
   }
-  if (need_w) r.loss = r.loss + nn::doubly_stochastic_penalty(weights, options.doubly_stochastic, b.src_mask);
+  if (need_w) r.loss = r.loss + nn::doubly_stochastic_penalty(weights, options.doubly_stochastic,
+                                                                b.src_key_padding_mask);
   return r;
 }
 
@@ -341,7 +342,7 @@ class Seq2SeqDecoder : public IncrementalDecoder {
     std::vector<int64_t> nl(idx.size());
     for (size_t i = 0; i < idx.size(); ++i) nl[i] = lens[size_t(idx[i])];
     mem_.lengths = from_vector(nl, {int64_t(nl.size())});
-    mem_.mask = data::length_mask(mem_.lengths, mem_.keys.size(1));
+    mem_.key_padding_mask = data::padding_mask(mem_.lengths, mem_.keys.size(1)).to(mem_.keys.device());
     for (auto& s : st_.layers) {
       sel(s.h);
       sel(s.c);

@@ -68,7 +68,7 @@ struct Seq2SeqOptions {
 // The source side, encoded once per batch.
 struct Memory {
   Tensor keys;     // [B, S, H] encoder outputs
-  Tensor mask;     // bool [B, S], true = real token
+  Tensor key_padding_mask;  // bool [B, S], true = padding (PyTorch's convention)
   Tensor lengths;  // int64 [B]
   Tensor keys_proj;  // attention->project_keys(keys), once per batch (undefined: no such kind)
   std::vector<nn::RnnState> final_state;  // the encoder's, per layer: h [B, H] (c for LSTM)

@@ -146,18 +146,10 @@ Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory,
   return generator ? generator->forward(h) : linear(h, tgt_embed->weight);  // [B, T, V]
 }
 
-namespace {
-Tensor padding_of(const Tensor& real_mask) {  // bool true = real -> true = padding
-  NoGradGuard ng;
-  return eq(real_mask, zeros(Shape{}, TensorOptions(DType::b8).device(real_mask.device())));
-}
-}  // namespace
-
 Tensor Transformer::forward_logits(const data::Seq2SeqBatch& b) {
   GRAFT_CHECK(b.tgt_in.defined(), "Transformer: the batch has no targets");
-  Tensor pad = padding_of(b.src_mask);
-  Tensor memory = encode(b.src, pad);
-  return decode(b.tgt_in, memory, pad);
+  Tensor memory = encode(b.src, b.src_key_padding_mask);
+  return decode(b.tgt_in, memory, b.src_key_padding_mask);
 }
 
 TransformerLoss Transformer::loss(const data::Seq2SeqBatch& b, double label_smoothing) {
@@ -234,7 +226,7 @@ std::unique_ptr<IncrementalDecoder> Transformer::decoder(const Tensor& src, cons
                                                          bool use_cache, int64_t max_steps) {
   NoGradGuard ng;
   check_ids(src, "src");
-  Tensor pad = padding_of(data::length_mask(lengths, src.size(1)));
+  Tensor pad = data::padding_mask(lengths, src.size(1)).to(src.device());  // true = padding
   Tensor memory = encode(src, pad);
   const int64_t capacity = max_steps > 0 ? std::min(max_steps, options.max_len) : options.max_len;
   return std::make_unique<TransformerDecoder>(*this, memory, pad, use_cache, capacity);
@@ -281,7 +273,7 @@ Tensor Transformer::cross_attention(const std::vector<int64_t>& src,
   eval();
   NoGradGuard ng;
   data::Seq2SeqBatch b = data::make_seq2seq_batch({src}, {output});
-  Tensor pad = padding_of(b.src_mask);
+  const Tensor& pad = b.src_key_padding_mask;
   Tensor memory = encode(b.src, pad);
   std::vector<Tensor> weights;
   nn::DecoderForward f;

@@ -139,9 +139,10 @@ Tensor CrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
   return cross_entropy(input, target, options);
 }
 std::string CrossEntropyLoss::repr() const {
-  return fmt::format("CrossEntropyLoss(ignore_index={}, label_smoothing={}, reduction={})",
+  return fmt::format("CrossEntropyLoss(ignore_index={}, label_smoothing={}, reduction={}{})",
                      options.ignore_index, options.label_smoothing,
-                     reduction_name(options.reduction));
+                     reduction_name(options.reduction),
+                     options.class_dim == -1 ? "" : fmt::format(", class_dim={}", options.class_dim));
 }
 
 NLLLoss::NLLLoss(NLLLossOptions opt) : options(opt) {}

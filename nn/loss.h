@@ -1,9 +1,12 @@
 // Loss functions (functional) and their module wrappers, like torch.nn.functional and
 // torch.nn's *Loss classes. All are composed of differentiable ops, so gradients (and second
-// derivatives) come from autograd. Class dims are last, as in graft::cross_entropy.
+// derivatives) come from autograd. Class dims are last, as in graft::cross_entropy; for
+// PyTorch's layout (classes at dim 1: [B, C, T]) give CrossEntropyLoss class_dim = 1.
 //
 //   nn::CrossEntropyLoss ce({.ignore_index = 0, .label_smoothing = 0.1});
 //   Tensor loss = ce(logits, target);   // logits [N, V], target int64 [N]
+//   nn::CrossEntropyLoss torch_ce({.class_dim = 1});
+//   Tensor l2 = torch_ce(logits_bct, target_bt);  // logits [B, C, T], target int64 [B, T]
 #pragma once
 #include <cstdint>
 
@@ -37,7 +40,8 @@ class Loss : public Module {
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
 };
 
-// Wraps graft::cross_entropy (logits [N, V] or [N..., V], target int64).
+// Wraps graft::cross_entropy (logits [N, V] or [N..., V], target int64; class_dim = 1:
+// [N, C, d...]).
 class CrossEntropyLoss : public Loss {
  public:
   explicit CrossEntropyLoss(CrossEntropyOptions options = {});

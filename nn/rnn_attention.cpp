@@ -41,6 +41,7 @@ std::string Attention::repr() const {
                      key_dim, attn_dim);
 }
 
+// mask: the key_padding_mask, bool [B, S], true = padding.
 Tensor Attention::check_inputs(const Tensor& query, const Tensor& keys, const Tensor& mask) const {
   std::string op = kind() + " attention";
   check_defined(query, op.c_str());
@@ -54,22 +55,22 @@ Tensor Attention::check_inputs(const Tensor& query, const Tensor& keys, const Te
   GRAFT_CHECK(is_floating(query.dtype()) && query.dtype() == keys.dtype(),
               "{}: query and keys must have the same floating dtype, got {} and {}", op,
               query.dtype(), keys.dtype());
-  if (!mask.defined()) return ones({B, S}, TensorOptions(DType::b8).device(keys.device()));
+  if (!mask.defined()) return zeros({B, S}, TensorOptions(DType::b8).device(keys.device()));
   GRAFT_CHECK(mask.dtype() == DType::b8 && mask.shape() == Shape({B, S}),
-              "{}: expected mask bool [{}, {}] (true = real token), got {} {}", op, B, S,
+              "{}: expected key_padding_mask bool [{}, {}] (true = padding), got {} {}", op, B, S,
               mask.dtype(), mask.shape());
   std::vector<double> m = mask_values(mask);
   for (int64_t b = 0; b < B; ++b) {
     bool any = false;
-    for (int64_t s = 0; s < S; ++s) any |= m[size_t(b * S + s)] != 0;
-    GRAFT_CHECK(any, "{}: mask row {} has no valid position; hint: every source needs at least "
-                "one real token", op, b);
+    for (int64_t s = 0; s < S; ++s) any |= m[size_t(b * S + s)] == 0;
+    GRAFT_CHECK(any, "{}: key_padding_mask row {} is all padding (true), no position to attend; "
+                "hint: true = padding, and every source needs at least one real token", op, b);
   }
   return mask;
 }
 
-Tensor masked_softmax(const Tensor& scores, const Tensor& mask) {
-  return softmax(where(mask, scores, full({}, kMaskedScore, scores.options())), 1);
+Tensor masked_softmax(const Tensor& scores, const Tensor& key_padding_mask) {
+  return softmax(where(key_padding_mask, full({}, kMaskedScore, scores.options()), scores), 1);
 }
 
 Tensor attention_context(const Tensor& weights, const Tensor& keys) {
@@ -106,8 +107,9 @@ Tensor BahdanauAttention::score(const Tensor& query, const Tensor& keys) {
   return additive_score(uh, W->forward(query), v, use_fused);  // v^T tanh(W s + U h)
 }
 
-AttentionOutput BahdanauAttention::attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t) {
-  Tensor m = check_inputs(query, keys, mask);
+AttentionOutput BahdanauAttention::attend(const Tensor& query, const Tensor& keys,
+                                          const Tensor& key_padding_mask, int64_t) {
+  Tensor m = check_inputs(query, keys, key_padding_mask);
   Tensor w = masked_softmax(score(query, keys), m);
   return {attention_context(w, keys), w};
 }
@@ -136,8 +138,9 @@ Tensor LuongAttention::score(const Tensor& query, const Tensor& keys) {
   return matmul(keys, q.unsqueeze(2)).squeeze(2);  // e[b, s] = h_s . q
 }
 
-AttentionOutput LuongAttention::attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t) {
-  Tensor m = check_inputs(query, keys, mask);
+AttentionOutput LuongAttention::attend(const Tensor& query, const Tensor& keys,
+                                       const Tensor& key_padding_mask, int64_t) {
+  Tensor m = check_inputs(query, keys, key_padding_mask);
   Tensor w = masked_softmax(score(query, keys), m);
   return {attention_context(w, keys), w};
 }
@@ -159,8 +162,9 @@ Tensor ConcatAttention::score(const Tensor& query, const Tensor& keys) {
   return additive_score(wh, ws, v, use_fused);  // v^T tanh(W [s; h]) = v^T tanh(W_s s + W_h h)
 }
 
-AttentionOutput ConcatAttention::attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t) {
-  Tensor m = check_inputs(query, keys, mask);
+AttentionOutput ConcatAttention::attend(const Tensor& query, const Tensor& keys,
+                                        const Tensor& key_padding_mask, int64_t) {
+  Tensor m = check_inputs(query, keys, key_padding_mask);
   Tensor w = masked_softmax(score(query, keys), m);
   return {attention_context(w, keys), w};
 }
@@ -190,33 +194,36 @@ Tensor LocalAttention::position(const Tensor& query, const Tensor& lengths, int6
   return from_vector(p, {int64_t(p.size())}, query.options());
 }
 
-AttentionOutput LocalAttention::attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t t) {
-  Tensor m = check_inputs(query, keys, mask);
+AttentionOutput LocalAttention::attend(const Tensor& query, const Tensor& keys,
+                                       const Tensor& key_padding_mask, int64_t t) {
+  Tensor m = check_inputs(query, keys, key_padding_mask);
   const int64_t B = keys.size(0), S = keys.size(1);
-  std::vector<double> mv = mask_values(m), len(size_t(B), 0.0);
+  std::vector<double> mv = mask_values(m), len(size_t(B), 0.0);  // mv: 1 = padding
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t s = 0; s < S; ++s) len[size_t(b)] += mv[size_t(b * S + s)];
+    for (int64_t s = 0; s < S; ++s) len[size_t(b)] += mv[size_t(b * S + s)] == 0;
   const TensorOptions opt = query.options();
   Tensor p = position(query, from_vector(len, {B}, opt), t);  // [B]
   last_position = p;
   Tensor dist = arange(0.0, double(S), 1.0, opt).unsqueeze(0) - p.unsqueeze(1);  // [B, S]: s - p_t
-  // the window |s - p_t| <= D, within the valid positions (the whole row if that is empty)
-  std::vector<double> dv = dist.detach().to_vector<double>(), wv(mv.size());
+  // outside [B, S], true = left out: padding, or outside the window |s - p_t| <= D (when the
+  // window holds no real token: only the padding)
+  std::vector<double> dv = dist.detach().to_vector<double>(), out(mv.size());
   for (int64_t b = 0; b < B; ++b) {
     bool any = false;
     for (int64_t s = 0; s < S; ++s) {
       size_t i = size_t(b * S + s);
-      wv[i] = mv[i] != 0 && std::abs(dv[i]) <= double(window);
-      any |= wv[i] != 0;
+      out[i] = mv[i] != 0 || std::abs(dv[i]) > double(window);
+      any |= out[i] == 0;
     }
     if (!any)
-      for (int64_t s = 0; s < S; ++s) wv[size_t(b * S + s)] = mv[size_t(b * S + s)];
+      for (int64_t s = 0; s < S; ++s) out[size_t(b * S + s)] = mv[size_t(b * S + s)];
   }
-  Tensor win = bool_mask(wv, B, S, keys.device());
+  Tensor outside = bool_mask(out, B, S, keys.device());
   const double sigma = double(window) / 2;
   Tensor log_gauss = square(dist) * (-1.0 / (2 * sigma * sigma));  // -(s - p_t)^2 / (2 sigma^2)
   Tensor e = score(query, keys);
-  Tensor w = renormalize ? masked_softmax(e + log_gauss, win) : masked_softmax(e, win) * exp(log_gauss);
+  Tensor w = renormalize ? masked_softmax(e + log_gauss, outside)
+                         : masked_softmax(e, outside) * exp(log_gauss);
   return {attention_context(w, keys), w};
 }
 
@@ -224,10 +231,11 @@ AttentionOutput LocalAttention::attend(const Tensor& query, const Tensor& keys, 
 HardAttention::HardAttention(int64_t q, int64_t k, int64_t a, uint64_t seed)
     : BahdanauAttention(q, k, a), gen(seed) {}
 
-AttentionOutput HardAttention::attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t) {
-  Tensor m = check_inputs(query, keys, mask);
+AttentionOutput HardAttention::attend(const Tensor& query, const Tensor& keys,
+                                      const Tensor& key_padding_mask, int64_t) {
+  Tensor m = check_inputs(query, keys, key_padding_mask);
   const int64_t B = keys.size(0), S = keys.size(1);
-  Tensor e = where(m, score(query, keys), full({}, kMaskedScore, keys.options()));
+  Tensor e = where(m, full({}, kMaskedScore, keys.options()), score(query, keys));  // padding: -1e30
   Tensor w = softmax(e, 1);
   sample_ = HardSample{};
   if (!is_training() && !eval_argmax) return {attention_context(w, keys), w};  // expectation
@@ -300,7 +308,7 @@ std::string AttentionGate::repr() const {
   return fmt::format("AttentionGate(hidden_size={})", f_beta->in_features);
 }
 
-Tensor doubly_stochastic_penalty(const std::vector<Tensor>& ws, double lambda, const Tensor& mask) {
+Tensor doubly_stochastic_penalty(const std::vector<Tensor>& ws, double lambda, const Tensor& key_padding_mask) {
   GRAFT_CHECK(!ws.empty(), "doubly_stochastic_penalty: expected the weights of at least one step");
   for (size_t t = 0; t < ws.size(); ++t) {
     check_defined(ws[t], "doubly_stochastic_penalty");
@@ -311,11 +319,11 @@ Tensor doubly_stochastic_penalty(const std::vector<Tensor>& ws, double lambda, c
   Tensor total = ws[0];
   for (size_t t = 1; t < ws.size(); ++t) total = total + ws[t];  // sum_t alpha_t [B, S]
   Tensor pen = square(1.0 - total);                              // (1 - sum_t alpha_t,i)^2
-  if (mask.defined()) {
-    GRAFT_CHECK(mask.dtype() == DType::b8 && mask.shape() == total.shape(),
-                "doubly_stochastic_penalty: expected mask bool {}, got {} {}", total.shape(),
-                mask.dtype(), mask.shape());
-    pen = where(mask, pen, zeros({}, pen.options()));
+  if (const Tensor& pad = key_padding_mask; pad.defined()) {
+    GRAFT_CHECK(pad.dtype() == DType::b8 && pad.shape() == total.shape(),
+                "doubly_stochastic_penalty: expected key_padding_mask bool {} (true = padding), "
+                "got {} {}", total.shape(), pad.dtype(), pad.shape());
+    pen = where(pad, zeros({}, pen.options()), pen);  // padded positions add 0
   }
   return mean(sum(pen, {1})) * lambda;
 }

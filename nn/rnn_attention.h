@@ -3,9 +3,14 @@
 // width, Ck key (encoder output) width, A attention width.
 //
 //   auto attn = nn::make_attention("bahdanau", /*query_dim=*/256, /*key_dim=*/512, /*attn_dim=*/256);
-//   nn::AttentionOutput a = attn->attend(s, enc_out, src_mask, t);
+//   Tensor pad = data::padding_mask(src_lengths, S);  // bool [B, S], true = padding
+//   nn::AttentionOutput a = attn->attend(s, enc_out, pad, t);
 //   a.context;   // [B, Ck] = sum_s a.weights[b, s] enc_out[b, s]
-//   a.weights;   // [B, S], rows sum to 1 over valid positions, exactly 0 at masked ones
+//   a.weights;   // [B, S], rows sum to 1 over real positions, exactly 0 at padded ones
+//
+// Masks follow PyTorch's convention (as nn::MultiheadAttention's key_padding_mask does):
+// key_padding_mask is bool [B, S] with true = padding, i.e. that key is masked out and gets
+// zero weight; false = a real token that is attended. Undefined = no padding.
 //
 // Scores e[b, s] (s: the query, h_s: the keys):
 //   "bahdanau"  v^T tanh(W s + U h_s)            (Bahdanau et al. 2015, additive; U has a bias)
@@ -19,10 +24,10 @@
 //               the context is ONE position sampled from the weights (last_sample() gives the
 //               index, its log-probability and the entropy for REINFORCE); in eval mode the
 //               expectation (or the argmax, eval_argmax = true).
-// weights = softmax over the valid (mask true) positions. For the local kinds the Gaussian is
-// applied before normalising (softmax(e - (s' - p_t)^2 / 2 sigma^2) over the window), so the
-// weights stay a distribution; renormalize = false gives Luong's unnormalised product
-// softmax(e) * Gaussian instead.
+// weights = softmax over the real (key_padding_mask false) positions. For the local kinds the
+// Gaussian is applied before normalising (softmax(e - (s' - p_t)^2 / 2 sigma^2) over the
+// window), so the weights stay a distribution; renormalize = false gives Luong's unnormalised
+// product softmax(e) * Gaussian instead.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -41,11 +46,11 @@ struct AttentionOutput {
 
 class Attention : public Module {
  public:
-  // query: decoder state [B, Cq]; keys: encoder outputs [B, S, Ck]; mask: bool [B, S], true =
-  // real token (undefined = all valid; every row needs one valid position); t: decoder step
-  // (used by local-m).
-  virtual AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& mask,
-                                 int64_t t) = 0;
+  // query: decoder state [B, Cq]; keys: encoder outputs [B, S, Ck]; key_padding_mask: bool
+  // [B, S], true = padding (masked out; undefined = no padding; every row needs at least one
+  // false, i.e. one real token); t: decoder step (used by local-m).
+  virtual AttentionOutput attend(const Tensor& query, const Tensor& keys,
+                                 const Tensor& key_padding_mask, int64_t t) = 0;
   // Raw scores e [B, S] (before masking and normalisation).
   virtual Tensor score(const Tensor& query, const Tensor& keys) = 0;
   virtual std::string kind() const = 0;
@@ -70,15 +75,17 @@ class Attention : public Module {
 
  protected:
   Attention(int64_t query_dim, int64_t key_dim, int64_t attn_dim);
-  // Checks shapes/dtypes and returns the mask (all true if undefined), bool [B, S].
-  Tensor check_inputs(const Tensor& query, const Tensor& keys, const Tensor& mask) const;
+  // Checks shapes/dtypes and returns the key padding mask (all false if undefined), bool
+  // [B, S], true = padding.
+  Tensor check_inputs(const Tensor& query, const Tensor& keys, const Tensor& key_padding_mask) const;
   // The memo from precompute() if it was made for these keys, else an undefined tensor.
   Tensor memo(const Tensor& keys) const { return memo_keys_.defined() && memo_keys_.same(keys) ? memo_proj_ : Tensor(); }
   Tensor memo_keys_, memo_proj_;
 };
 
-// softmax over dim 1 of scores [B, S] restricted to mask (bool [B, S]): exactly 0 where masked.
-Tensor masked_softmax(const Tensor& scores, const Tensor& mask);
+// softmax over dim 1 of scores [B, S] leaving out key_padding_mask's true (padded) positions
+// (bool [B, S]): exactly 0 there.
+Tensor masked_softmax(const Tensor& scores, const Tensor& key_padding_mask);
 // context [B, Ck] = sum_s weights[b, s] keys[b, s, :]
 Tensor attention_context(const Tensor& weights, const Tensor& keys);
 // v^T tanh(uh + wq) [B, S] for uh [B, S, A], wq [B, A], v [A]: the fused node
@@ -88,7 +95,7 @@ Tensor additive_score(const Tensor& uh, const Tensor& wq, const Tensor& v, bool 
 class BahdanauAttention : public Attention {
  public:
   BahdanauAttention(int64_t query_dim, int64_t key_dim, int64_t attn_dim);
-  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t t) override;
+  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& key_padding_mask, int64_t t) override;
   Tensor score(const Tensor& query, const Tensor& keys) override;
   Tensor project_keys(const Tensor& keys) override;  // U h [B, S, A]
   std::string kind() const override { return "bahdanau"; }
@@ -100,7 +107,7 @@ class BahdanauAttention : public Attention {
 class LuongAttention : public Attention {
  public:
   LuongAttention(const std::string& score_kind, int64_t query_dim, int64_t key_dim);
-  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t t) override;
+  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& key_padding_mask, int64_t t) override;
   Tensor score(const Tensor& query, const Tensor& keys) override;
   Tensor project_keys(const Tensor& keys) override;  // general: h W [B, S, Cq]; dot: none
   std::string kind() const override { return score_kind; }
@@ -111,7 +118,7 @@ class LuongAttention : public Attention {
 class ConcatAttention : public Attention {
  public:
   ConcatAttention(int64_t query_dim, int64_t key_dim, int64_t attn_dim);
-  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t t) override;
+  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& key_padding_mask, int64_t t) override;
   Tensor score(const Tensor& query, const Tensor& keys) override;
   Tensor project_keys(const Tensor& keys) override;  // W_h h [B, S, A]
   std::string kind() const override { return "concat"; }
@@ -124,7 +131,7 @@ class ConcatAttention : public Attention {
 class LocalAttention : public Attention {
  public:
   LocalAttention(bool predictive, int64_t query_dim, int64_t key_dim, int64_t attn_dim, int64_t window);
-  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t t) override;
+  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& key_padding_mask, int64_t t) override;
   Tensor score(const Tensor& query, const Tensor& keys) override;
   std::string kind() const override { return predictive ? "local-p" : "local-m"; }
   // The window centre p_t [B] for this query (local-p: differentiable) and valid lengths.
@@ -147,7 +154,7 @@ struct HardSample {
 class HardAttention : public BahdanauAttention {
  public:
   HardAttention(int64_t query_dim, int64_t key_dim, int64_t attn_dim, uint64_t seed = 0x5eed);
-  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& mask, int64_t t) override;
+  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& key_padding_mask, int64_t t) override;
   std::string kind() const override { return "hard"; }
   // The sample of the last attend() in training mode (undefined tensors otherwise).
   const HardSample& last_sample() const { return sample_; }
@@ -173,10 +180,11 @@ class AttentionGate : public Module {
   std::shared_ptr<Linear> f_beta;  // H -> 1
 };
 
-// lambda * mean_b sum_i (1 - sum_t alpha[t][b, i])^2 over the steps' weights [B, S]; mask
-// (bool [B, S], optional) leaves padded source positions out of the sum.
+// lambda * mean_b sum_i (1 - sum_t alpha[t][b, i])^2 over the steps' weights [B, S];
+// key_padding_mask (bool [B, S], true = padding, optional) leaves padded source positions out
+// of the sum.
 Tensor doubly_stochastic_penalty(const std::vector<Tensor>& weights_per_step, double lambda,
-                                 const Tensor& mask = {});
+                                 const Tensor& key_padding_mask = {});
 
 // REINFORCE with a moving-average baseline and an entropy bonus, for hard attention:
 //   loss = -mean_b((reward_b - baseline) log_prob_b) - entropy_weight mean_b(entropy_b)

@@ -1,7 +1,7 @@
 // graft — the command-line tool. Every subcommand takes --help.
 //
 //   graft ops       the op table: devices with kernels, differentiable, gradcheck cases
-//   graft devices   the devices this build can run on
+//   graft devices   the devices this build can run on (both take --json)
 //   graft version   version and build configuration
 //   graft train mlp the two-spirals MLP with nn::Trainer (run directory, checkpoints, resume)
 //   graft plot DIR  draw a run's metrics.jsonl into DIR/loss.png and DIR/loss.svg
@@ -89,50 +89,122 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
-int cmd_ops(const std::string& filter, bool missing_only) {
+// One row of `graft ops`: what the table and --json print.
+struct OpRow {
+  std::string name;
+  std::vector<std::string> devices;  // back-ends with kernels: "cpu", "opencl"
+  bool differentiable = false;
+  size_t cases = 0;                  // gradcheck cases
+  std::string cases_error;           // set when building the cases threw
+};
+
+int cmd_ops(const std::string& filter, bool missing_only, bool json) {
   const graft::Backend& cpu = graft::cpu_backend();
   const graft::Backend* ocl = opencl_backend();
-  std::vector<std::vector<std::string>> rows = {
-      {"op", "devices", "differentiable", "gradcheck cases"}};
-  int n_ops = 0, n_diff = 0, n_without = 0;
+  std::vector<OpRow> ops;
   for (const graft::OpInfo& op : graft::op_table()) {
-    std::string name = op.name;
-    if (!filter.empty() && name.find(filter) == std::string::npos) continue;
-    std::vector<std::string> devices;
-    if (op.has_kernels && op.has_kernels(cpu)) devices.push_back("cpu");
-    if (ocl && op.has_kernels && op.has_kernels(*ocl)) devices.push_back("opencl");
-    std::string cases;
-    size_t n_cases = 0;
+    OpRow r{op.name, {}, op.differentiable, 0, {}};
+    if (!filter.empty() && r.name.find(filter) == std::string::npos) continue;
+    if (op.has_kernels && op.has_kernels(cpu)) r.devices.push_back("cpu");
+    if (ocl && op.has_kernels && op.has_kernels(*ocl)) r.devices.push_back("opencl");
     try {
       graft::Generator gen(0);
-      n_cases = op.cases ? op.cases(gen).size() : 0;
-      cases = n_cases ? fmt::format("yes ({})", n_cases) : "NO";
+      r.cases = op.cases ? op.cases(gen).size() : 0;
     } catch (const std::exception& e) {
-      cases = fmt::format("error: {}", e.what());
+      r.cases_error = e.what();
     }
-    if (missing_only && n_cases > 0) continue;
-    ++n_ops;
-    n_diff += op.differentiable;
-    n_without += n_cases == 0;
-    rows.push_back({name, devices.empty() ? "none" : fmt::format("{}", fmt::join(devices, ", ")),
-                    op.differentiable ? "yes" : "no", cases});
+    if (missing_only && r.cases > 0) continue;
+    ops.push_back(std::move(r));
+  }
+  int n_diff = 0, n_without = 0;
+  for (const OpRow& r : ops) n_diff += r.differentiable, n_without += r.cases == 0;
+  if (json) {  // {"ops": [{name, devices, differentiable, gradcheck_cases}...], counts}
+    nlohmann::ordered_json j, list = nlohmann::ordered_json::array();
+    for (const OpRow& r : ops) {
+      nlohmann::ordered_json o;
+      o["name"] = r.name;
+      o["devices"] = r.devices;
+      o["differentiable"] = r.differentiable;
+      o["gradcheck_cases"] = r.cases;
+      if (!r.cases_error.empty()) o["gradcheck_cases_error"] = r.cases_error;
+      list.push_back(o);
+    }
+    j["ops"] = list;
+    j["count"] = ops.size();
+    j["differentiable"] = n_diff;
+    j["without_gradcheck_cases"] = n_without;
+    j["opencl_backend"] = ocl != nullptr;
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"op", "devices", "differentiable", "gradcheck cases"}};
+  for (const OpRow& r : ops) {
+    std::string cases = !r.cases_error.empty() ? fmt::format("error: {}", r.cases_error)
+                        : r.cases             ? fmt::format("yes ({})", r.cases)
+                                              : "NO";
+    rows.push_back({r.name, r.devices.empty() ? "none" : fmt::format("{}", fmt::join(r.devices, ", ")),
+                    r.differentiable ? "yes" : "no", cases});
   }
   print_table(rows);
-  fmt::print("\n{} ops, {} differentiable, {} without gradcheck cases{}\n", n_ops, n_diff,
+  fmt::print("\n{} ops, {} differentiable, {} without gradcheck cases{}\n", ops.size(), n_diff,
              n_without, ocl ? "" : " (OpenCL back-end not available in this build)");
   return 0;
 }
 
-int cmd_devices() {
+// `graft devices`: one entry per device (and one for an unavailable OpenCL back-end).
+int cmd_devices(bool json) {
   const graft::Backend& cpu = graft::cpu_backend();
-  fmt::print("cpu        available    kernels: {}, SIMD: {}, OpenMP threads: {}\n", cpu.name,
-             xsimd::default_arch::name(), omp_get_max_threads());
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  const uint64_t cpu_mem = pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : 0;
   const auto cl_devices = graft::opencl::devices();
+  std::string cl_missing;  // why there is no OpenCL device, if there is none
   if (!graft::opencl::built() || !opencl_backend())
-    fmt::print("opencl     unavailable  this build has no OpenCL support (meson -Dopencl=enabled)\n");
+    cl_missing = "this build has no OpenCL support (meson -Dopencl=enabled)";
   else if (cl_devices.empty())
-    fmt::print("opencl     unavailable  no OpenCL platform/device found (install an ICD, e.g. "
-               "pocl-opencl-icd)\n");
+    cl_missing = "no OpenCL platform/device found (install an ICD, e.g. pocl-opencl-icd)";
+  if (json) {  // {"devices": [{name, kind, available, memory_bytes, ...}]}
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    nlohmann::ordered_json c;
+    c["name"] = "cpu";
+    c["kind"] = "cpu";
+    c["available"] = true;
+    c["memory_bytes"] = cpu_mem;
+    c["kernels"] = cpu.name;
+    c["simd"] = xsimd::default_arch::name();
+    c["openmp_threads"] = omp_get_max_threads();
+    list.push_back(c);
+    if (!cl_missing.empty()) {
+      nlohmann::ordered_json u;
+      u["name"] = "opencl";
+      u["kind"] = "opencl";
+      u["available"] = false;
+      u["reason"] = cl_missing;
+      list.push_back(u);
+    }
+    for (const auto& d : cl_devices) {
+      nlohmann::ordered_json o;
+      o["name"] = fmt::format("opencl:{}", d.index);
+      o["kind"] = "opencl";
+      o["available"] = true;
+      o["memory_bytes"] = d.global_mem;
+      o["index"] = d.index;
+      o["platform"] = d.platform;
+      o["device"] = d.name;
+      o["type"] = d.type;
+      o["compute_units"] = d.compute_units;
+      o["fp64"] = d.fp64;
+      o["version"] = d.version;
+      list.push_back(o);
+    }
+    nlohmann::ordered_json j;
+    j["devices"] = list;
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("cpu        available    kernels: {}, SIMD: {}, OpenMP threads: {}, {} MiB\n", cpu.name,
+             xsimd::default_arch::name(), omp_get_max_threads(), cpu_mem >> 20);
+  if (!cl_missing.empty()) fmt::print("opencl     unavailable  {}\n", cl_missing);
   for (const auto& d : cl_devices)
     fmt::print("opencl:{:<3} available    {} / {} ({}), {} compute units, {} MiB, fp64 {}, {}\n",
                d.index, d.platform, d.name, d.type, d.compute_units, d.global_mem >> 20,
@@ -315,7 +387,10 @@ int main(int argc, char** argv) {
   CLI::App* ops = app.add_subcommand("ops", "List the op table: devices, differentiable, gradcheck cases");
   ops->add_option("filter", filter, "Show only ops whose name contains this text");
   ops->add_flag("--missing", missing_only, "Show only ops without gradcheck cases");
+  bool ops_json = false, devices_json = false;
+  ops->add_flag("--json", ops_json, "Print the table as JSON (name, devices, differentiable, gradcheck_cases)");
   CLI::App* devices = app.add_subcommand("devices", "List the devices this build can run on");
+  devices->add_flag("--json", devices_json, "Print the devices as JSON (name, kind, available, memory_bytes, ...)");
   CLI::App* version = app.add_subcommand("version", "Print the version and build configuration");
   std::vector<std::string> help_path;
   CLI::App* help = app.add_subcommand("help", "List every subcommand, or show one's help: graft help train seq2seq");
@@ -394,8 +469,8 @@ int main(int argc, char** argv) {
   std::optional<graft::nn::InterruptHandler> on_ctrl_c;
   if (train->parsed() || app.got_subcommand("translate")) on_ctrl_c.emplace();
   try {
-    if (ops->parsed()) return cmd_ops(filter, missing_only);
-    if (devices->parsed()) return cmd_devices();
+    if (ops->parsed()) return cmd_ops(filter, missing_only, ops_json);
+    if (devices->parsed()) return cmd_devices(devices_json);
     if (version->parsed()) return cmd_version();
     if (help->parsed()) {
       CLI::App* at = &app;

@@ -19,7 +19,7 @@ inline Device train_device(const std::string& flag) {
 // The batch's tensors moved to dev.
 inline data::Seq2SeqBatch batch_on(data::Seq2SeqBatch b, Device dev) {
   if (dev.is_cpu()) return b;
-  for (Tensor* t : {&b.src, &b.src_lengths, &b.src_mask, &b.tgt_in, &b.tgt_out, &b.tgt_lengths})
+  for (Tensor* t : {&b.src, &b.src_lengths, &b.src_key_padding_mask, &b.tgt_in, &b.tgt_out, &b.tgt_lengths})
     if (t->defined()) *t = t->to(dev);
   return b;
 }

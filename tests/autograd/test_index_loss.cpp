@@ -243,6 +243,53 @@ TEST_CASE("cross_entropy: leading dims are flattened") {
   CHECK(cross_entropy(x, t).item() == doctest::Approx(mean(flat).item()).epsilon(1e-12));
 }
 
+TEST_CASE("cross_entropy: class_dim 1 (PyTorch's [B, C] / [B, C, T]) equals the class-last form on the transposed logits") {
+  Generator gen(7);
+  Tensor btv = uniform({2, 3, 5}, -2, 2, DType::f64, &gen);          // [B, T, V]
+  Tensor bct_base = btv.detach().transpose(1, 2).contiguous();         // [B, C=V, T], its own storage
+  Tensor t = i64({0, 4, 2, 2, 1, 3}, {2, 3});                          // [B, T]
+  for (Reduction red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+    for (int64_t ignore : {int64_t(-100), int64_t(2)}) {
+      INFO("reduction " << int(red) << ", ignore_index " << ignore);
+      CrossEntropyOptions last{.ignore_index = ignore, .label_smoothing = 0.1, .reduction = red};
+      CrossEntropyOptions torch_layout = last;
+      torch_layout.class_dim = 1;
+      Tensor a = btv.detach().requires_grad_(), b = bct_base.detach().requires_grad_();
+      Tensor la = cross_entropy(a, t, last), lb = cross_entropy(b, t, torch_layout);
+      CHECK(lb.shape() == la.shape());  // none: the target's shape [B, T]
+      check_values(lb, la.to_vector<double>());
+      // gradients: the [B, C, T] one is the [B, T, V] one transposed back
+      sum(la * la).backward();
+      sum(lb * lb).backward();
+      check_values(b.grad(), a.grad().transpose(1, 2).contiguous().to_vector<double>());
+    }
+  }
+  // [B, C] with target [B]: class_dim 1 is the last dim, the same as the default
+  Tensor bc = uniform({4, 5}, -2, 2, DType::f64, &gen);
+  Tensor t4 = i64({1, 0, 4, 2}, {4});
+  CHECK(cross_entropy(bc, t4, {.class_dim = 1}).item() == doctest::Approx(cross_entropy(bc, t4).item()).epsilon(1e-12));
+  // [B, C, d1, d2] against class-last on the permuted logits; class_dim -3 is the same dim
+  Tensor b4 = uniform({2, 5, 2, 3}, -2, 2, DType::f64, &gen);
+  Tensor t12 = i64({0, 1, 2, 3, 4, 0, 1, 1, 2, 3, 4, 4}, {2, 2, 3});
+  const double want = cross_entropy(b4.permute({0, 2, 3, 1}), t12).item();
+  CHECK(cross_entropy(b4, t12, {.class_dim = 1}).item() == doctest::Approx(want).epsilon(1e-12));
+  CHECK(cross_entropy(b4, t12, {.class_dim = -3}).item() == doctest::Approx(want).epsilon(1e-12));
+  // float64 gradcheck and gradgradcheck of the PyTorch layout (also in the op table, every device)
+  CrossEntropyOptions o{.ignore_index = 2, .label_smoothing = 0.2, .class_dim = 1};
+  auto fn = [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], t, o); };
+  Tensor x = uniform({2, 5, 3}, -2, 2, TensorOptions(DType::f64).requires_grad(), &gen);
+  GradcheckResult r = gradcheck(fn, {x});
+  CHECK_MESSAGE(r.ok, r.message);
+  GradcheckResult rr = gradgradcheck(fn, {x});
+  CHECK_MESSAGE(rr.ok, rr.message);
+  // bad class dims and shapes name the class dim
+  CHECK(contains(error_of([&] { cross_entropy(b4, t12, {.class_dim = 4}); }), "class_dim 4 is out of range"));
+  CHECK(contains(error_of([&] { cross_entropy(b4, t12, {.class_dim = -5}); }), "out of range"));
+  std::string m = error_of([&] { cross_entropy(btv, t, {.class_dim = 1}); });  // [B, T, V] is not [B, C, T]
+  CHECK(contains(m, "expected target shape [2, 5]"));
+  CHECK(contains(m, "class dim 1"));
+}
+
 TEST_CASE("cross_entropy: errors") {
   Tensor logits = zeros({3, 5}, DType::f64);
   std::string msg = error_of([&] { cross_entropy(logits, i64({0, 1, 7}, {3})); });

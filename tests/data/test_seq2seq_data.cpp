@@ -293,7 +293,8 @@ TEST_CASE("make_seq2seq_batch: padding, lengths, masks, shifted targets") {
   CHECK(b.src.shape() == Shape{2, 3});
   CHECK(b.src.to_vector<int64_t>() == std::vector<int64_t>{5, 6, 7, 8, kPad, kPad});
   CHECK(b.src_lengths.to_vector<int64_t>() == std::vector<int64_t>{3, 1});
-  CHECK(b.src_mask.to(DType::i64).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1, 1, 0, 0});
+  // true = padding (PyTorch's key_padding_mask): row 1 has one real token
+  CHECK(b.src_key_padding_mask.to(DType::i64).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0, 0, 1, 1});
   CHECK(b.tgt_in.shape() == Shape{2, 5});
   CHECK(b.tgt_in.to_vector<int64_t>() ==
         std::vector<int64_t>{kBos, 9, kPad, kPad, kPad, kBos, 10, 11, 12, 13});
@@ -306,7 +307,9 @@ TEST_CASE("make_seq2seq_batch: padding, lengths, masks, shifted targets") {
   CHECK_THROWS_AS(make_seq2seq_batch({}), Error);
   CHECK_THROWS_AS(make_seq2seq_batch({{1}, {}}), Error);
   CHECK_THROWS_AS(make_seq2seq_batch({{1}}, {{1}, {2}}), Error);
-  CHECK_THROWS_AS(length_mask(from_vector(std::vector<int64_t>{4}, {1}), 3), Error);
+  CHECK(padding_mask(from_vector(std::vector<int64_t>{2, 0, 3}, {3}), 3).to(DType::i64).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 0, 1, 1, 1, 1, 0, 0, 0});
+  CHECK_THROWS_AS(padding_mask(from_vector(std::vector<int64_t>{4}, {1}), 3), Error);
 }
 
 TEST_CASE("bucket_batches: every index once, similar lengths, seeded") {

@@ -649,6 +649,12 @@ TEST_CASE("nn loss: CrossEntropyLoss wraps cross_entropy") {
   CHECK_MESSAGE(r.ok, r.message);
   CHECK_THROWS_AS(nn::CrossEntropyLoss({.label_smoothing = 1.0}), Error);
   CHECK_THROWS_AS(ce(x, i64({1, 2}, {2})), Error);
+  // PyTorch's layout: [B, C, T] with class_dim 1 equals the class-last loss of [B, T, C]
+  nn::CrossEntropyLoss torch_ce({.class_dim = 1});
+  CHECK(torch_ce.repr() == "CrossEntropyLoss(ignore_index=-100, label_smoothing=0, reduction=mean, class_dim=1)");
+  Tensor xbct = randn64({2, 5, 3}, 31);
+  Tensor tbt = i64({1, 0, 4, 2, 3, 3}, {2, 3});
+  CHECK(torch_ce(xbct, tbt).item() == doctest::Approx(ce(xbct.transpose(1, 2), tbt).item()).epsilon(1e-14));
   // losses have no one-tensor forward
   nn::Module& base = ce;
   CHECK(contains(error_of([&] { base.forward(x); }), "CrossEntropyLoss"));

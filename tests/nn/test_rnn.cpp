@@ -1,7 +1,7 @@
 // Recurrent layers and attention: gradcheck (float64) of every cell and of multi-layer
 // bidirectional layers with lengths; the fused and composite gate paths agree to 1e-12; padded
 // steps do not leak; PyTorch's parameter names; every attention kind's weights are a
-// distribution over the valid positions; local windows; hard-attention sampling frequencies;
+// distribution over the real (not padded) positions; local windows; hard-attention sampling frequencies;
 // the Show-Attend-Tell helpers; graft::Error for bad input.
 #include <doctest/doctest.h>
 
@@ -375,10 +375,10 @@ TEST_CASE("rnn: bad input raises graft::Error with the op, the shapes and a hint
 
 // ================================================================== attention
 namespace {
-// keys [B=3, S=6, Ck=4], query [3, Cq=5]; row lengths 6, 3, 1
+// keys [B=3, S=6, Ck=4], query [3, Cq=5]; row lengths 6, 3, 1; pad: true = padding
 struct AttnData {
   Tensor q = randn64({3, 5}, 50), k = randn64({3, 6, 4}, 51);
-  Tensor mask = bools({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0}, {3, 6});
+  Tensor pad = bools({0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1}, {3, 6});
 };
 std::shared_ptr<Attention> make64(const std::string& name, int64_t qd = 5, int64_t window = 2) {
   auto a = make_attention(name, qd, 4, 3, window);
@@ -396,16 +396,16 @@ TEST_CASE("attention: every kind gives weights that sum to 1, are 0 at masked po
     for (bool training : {true, false}) {
       a->train(training);
       for (int64_t t : {0, 2, 7}) {
-        AttentionOutput o = a->attend(q, d.k, d.mask, t);
+        AttentionOutput o = a->attend(q, d.k, d.pad, t);
         REQUIRE(o.weights.shape() == Shape({3, 6}));
         REQUIRE(o.context.shape() == Shape({3, 4}));
-        std::vector<double> w = o.weights.to_vector<double>(), m = d.mask.to(DType::f64).to_vector<double>();
+        std::vector<double> w = o.weights.to_vector<double>(), m = d.pad.to(DType::f64).to_vector<double>();
         for (int64_t b = 0; b < 3; ++b) {
           double total = 0;
           for (int64_t s = 0; s < 6; ++s) {
             double v = w[size_t(b * 6 + s)];
             CHECK(v >= 0.0);
-            if (m[size_t(b * 6 + s)] == 0) CHECK(v == 0.0);
+            if (m[size_t(b * 6 + s)] != 0) CHECK(v == 0.0);  // padding: no weight
             total += v;
           }
           CHECK(total == doctest::Approx(1.0).epsilon(1e-12));
@@ -430,7 +430,7 @@ TEST_CASE("attention: gradcheck of every kind over query, keys and parameters (h
     if (name == "hard") a->eval();
     auto r = gradcheck(
         [&](const std::vector<Tensor>& in) {
-          AttentionOutput o = a->attend(in[0], in[1], d.mask, 2);
+          AttentionOutput o = a->attend(in[0], in[1], d.pad, 2);
           return cat({o.context.flatten(), o.weights.flatten()}, 0);
         },
         with_params({q, d.k}, *a));
@@ -443,7 +443,7 @@ TEST_CASE("attention: gradcheck of every kind over query, keys and parameters (h
   auto r = gradcheck(
       [&](const std::vector<Tensor>& in) {
         hard->gen = Generator(5);  // the same sample for every evaluation
-        hard->attend(in[0], in[1], d.mask, 0);
+        hard->attend(in[0], in[1], d.pad, 0);
         return cat({hard->last_sample().log_prob, hard->last_sample().entropy}, 0);
       },
       with_params({d.q, d.k}, *hard));
@@ -458,7 +458,7 @@ TEST_CASE("attention: precompute() gives the same values and gradients, and only
     a->eval();  // hard: expectation (deterministic)
     Tensor q = name == "dot" ? randn64({3, 4}, 54) : d.q;
     auto run = [&] {
-      AttentionOutput o = a->attend(q, d.k, d.mask, 1);
+      AttentionOutput o = a->attend(q, d.k, d.pad, 1);
       Tensor y = sum(o.context * o.context) + sum(o.weights * o.weights);
       std::vector<Tensor> wrt{q, d.k};
       for (const Tensor& p : a->parameters()) wrt.push_back(p);
@@ -471,9 +471,9 @@ TEST_CASE("attention: precompute() gives the same values and gradients, and only
     CHECK(max_abs_diff(plain, memo) < 1e-12);
     // other keys (a fresh handle with other values) do not use the memo
     Tensor k2 = randn64({3, 6, 4}, 55);
-    AttentionOutput o2 = a->attend(q, k2, d.mask, 1);
+    AttentionOutput o2 = a->attend(q, k2, d.pad, 1);
     a->clear_precomputed();
-    AttentionOutput o3 = a->attend(q, k2, d.mask, 1);
+    AttentionOutput o3 = a->attend(q, k2, d.pad, 1);
     CHECK(max_abs_diff(o2.context, o3.context) < 1e-12);
   }
 }
@@ -486,7 +486,7 @@ TEST_CASE("attention: the fused additive score equals the tape-op score to 1e-12
     a->eval();  // hard: expectation
     auto run = [&](bool fused) {
       a->use_fused = fused;
-      AttentionOutput o = a->attend(d.q, d.k, d.mask, 1);
+      AttentionOutput o = a->attend(d.q, d.k, d.pad, 1);
       Tensor y = sum(o.context * o.context) + sum(o.weights * o.weights);
       std::vector<Tensor> wrt{d.q, d.k};
       for (const Tensor& p : a->parameters()) wrt.push_back(p);
@@ -515,14 +515,14 @@ TEST_CASE("attention: the fused additive score equals the tape-op score to 1e-12
 
 TEST_CASE("attention: local-m and local-p windows and Gaussian") {
   Tensor q = randn64({2, 5}, 60), k = randn64({2, 12, 4}, 61);
-  Tensor mask = bools(std::vector<double>(24, 1.0), {2, 12});
+  Tensor pad = bools(std::vector<double>(24, 0.0), {2, 12});  // true = padding
   {
     NoGradGuard ng;
-    for (int64_t s = 9; s < 12; ++s) mask.select(0, 1).select(0, s).fill_(0);  // row 1: length 9
+    for (int64_t s = 9; s < 12; ++s) pad.select(0, 1).select(0, s).fill_(1);  // row 1: length 9
   }
   auto lm = std::dynamic_pointer_cast<LocalAttention>(make64("local-m", 5, 2));
   for (int64_t t : {0, 4, 10}) {
-    AttentionOutput o = lm->attend(q, k, mask, t);
+    AttentionOutput o = lm->attend(q, k, pad, t);
     std::vector<double> w = o.weights.to_vector<double>();
     for (int64_t b = 0; b < 2; ++b) {
       double p = std::min<double>(double(t), b == 0 ? 11 : 8);  // p_t = t, clipped to the source
@@ -540,18 +540,18 @@ TEST_CASE("attention: local-m and local-p windows and Gaussian") {
     NoGradGuard ng;
     lm->W->weight.zero_();
   }
-  std::vector<double> w = lm->attend(q, k, mask, 4).weights.to_vector<double>();
+  std::vector<double> w = lm->attend(q, k, pad, 4).weights.to_vector<double>();
   double z = 0;
   for (int s = 2; s <= 6; ++s) z += std::exp(-(s - 4.0) * (s - 4.0) / 2.0);
   for (int s = 2; s <= 6; ++s) CHECK(w[size_t(s)] == doctest::Approx(std::exp(-(s - 4.0) * (s - 4.0) / 2.0) / z));
   lm->renormalize = false;  // Luong's product form: softmax over the window times the Gaussian
-  w = lm->attend(q, k, mask, 4).weights.to_vector<double>();
+  w = lm->attend(q, k, pad, 4).weights.to_vector<double>();
   CHECK(w[4] == doctest::Approx(0.2));
   CHECK(w[6] == doctest::Approx(0.2 * std::exp(-2.0)));
 
   // local-p: p_t = len sigmoid(v_p^T tanh(W_p s)) in [0, len], window around it
   auto lp = std::dynamic_pointer_cast<LocalAttention>(make64("local-p", 5, 2));
-  AttentionOutput o = lp->attend(q, k, mask, 0);
+  AttentionOutput o = lp->attend(q, k, pad, 0);
   std::vector<double> p = lp->last_position.to_vector<double>();
   w = o.weights.to_vector<double>();
   for (int64_t b = 0; b < 2; ++b) {
@@ -576,11 +576,11 @@ TEST_CASE("attention: hard attention samples positions with the attention distri
   hard->gen = Generator(2024);
   Tensor q = randn64({1, 3}, 70, false).expand({B, 3}).contiguous();
   Tensor k = randn64({1, S, 2}, 71, false).expand({B, S, 2}).contiguous();
-  std::vector<double> mv(size_t(B * S), 1.0);
-  for (int64_t b = 0; b < B; ++b) mv[size_t(b * S + 4)] = 0;  // position 4 is padding
-  Tensor mask = bools(mv, {B, S});
+  std::vector<double> mv(size_t(B * S), 0.0);
+  for (int64_t b = 0; b < B; ++b) mv[size_t(b * S + 4)] = 1;  // position 4 is padding
+  Tensor pad = bools(mv, {B, S});
   hard->train();
-  AttentionOutput o = hard->attend(q, k, mask, 0);
+  AttentionOutput o = hard->attend(q, k, pad, 0);
   std::vector<double> w = o.weights.select(0, 0).to_vector<double>();
   std::vector<int64_t> idx = hard->last_sample().index.to_vector<int64_t>();
   std::vector<double> count(S, 0);
@@ -602,7 +602,7 @@ TEST_CASE("attention: hard attention samples positions with the attention distri
   // eval: expectation by default, argmax on request; no sample recorded
   hard->eval();
   hard->eval_argmax = true;
-  AttentionOutput e = hard->attend(q.narrow(0, 0, 2), k.narrow(0, 0, 2), mask.narrow(0, 0, 2), 0);
+  AttentionOutput e = hard->attend(q.narrow(0, 0, 2), k.narrow(0, 0, 2), pad.narrow(0, 0, 2), 0);
   int64_t best = 0;
   for (int64_t s = 1; s < S; ++s)
     if (w[size_t(s)] > w[size_t(best)]) best = s;
@@ -625,7 +625,7 @@ TEST_CASE("attention: Show-Attend-Tell gate, doubly stochastic penalty, REINFORC
   Tensor a2 = from_vector({0.2, 0.3, 0.5, 1.0, 0.0, 0.0}, {2, 3}, DType::f64);
   double row0 = 0.3 * 0.3 + 0.2 * 0.2 + 0.5 * 0.5, row1 = 1.0 + 1.0 + 1.0;
   CHECK(doubly_stochastic_penalty({a1, a2}, 2.0).item() == doctest::Approx(2.0 * (row0 + row1) / 2));
-  Tensor m = bools({1, 1, 1, 1, 1, 0}, {2, 3});
+  Tensor m = bools({0, 0, 0, 0, 0, 1}, {2, 3});  // true = padding
   CHECK(doubly_stochastic_penalty({a1, a2}, 1.0, m).item() == doctest::Approx((row0 + 2.0) / 2));
   Tensor ar = randn64({2, 3}, 81);
   auto rp = gradcheck([&](const std::vector<Tensor>& in) { return doubly_stochastic_penalty({in[0], a1}, 0.5); }, {ar});
@@ -655,7 +655,7 @@ TEST_CASE("attention: unknown names and bad shapes raise graft::Error") {
   auto a = make_attention("bahdanau", 5, 4, 3);
   CHECK(contains(error_of([&] { a->attend(randn({3, 5}), randn({3, 6}), {}, 0); }), "keys (encoder outputs) [B, S, 4]"));
   CHECK(contains(error_of([&] { a->attend(randn({2, 5}), randn({3, 6, 4}), {}, 0); }), "query (decoder state) [3, 5]"));
-  CHECK(contains(error_of([&] { a->attend(randn({3, 5}), randn({3, 6, 4}), randn({3, 6}), 0); }), "mask bool [3, 6]"));
-  Tensor empty_row = bools(std::vector<double>(18, 0.0), {3, 6});
-  CHECK(contains(error_of([&] { a->attend(randn({3, 5}), randn({3, 6, 4}), empty_row, 0); }), "no valid position"));
+  CHECK(contains(error_of([&] { a->attend(randn({3, 5}), randn({3, 6, 4}), randn({3, 6}), 0); }), "key_padding_mask bool [3, 6]"));
+  Tensor all_padding = bools(std::vector<double>(18, 1.0), {3, 6});
+  CHECK(contains(error_of([&] { a->attend(randn({3, 5}), randn({3, 6, 4}), all_padding, 0); }), "all padding"));
 }

@@ -38,7 +38,7 @@ Tensor on(const Tensor& t, Device d) { return t.defined() ? t.to(d) : t; }
 
 data::Seq2SeqBatch batch_on(const data::Seq2SeqBatch& b, Device d) {
   data::Seq2SeqBatch o = b;
-  o.src = on(b.src, d), o.src_lengths = on(b.src_lengths, d), o.src_mask = on(b.src_mask, d);
+  o.src = on(b.src, d), o.src_lengths = on(b.src_lengths, d), o.src_key_padding_mask = on(b.src_key_padding_mask, d);
   o.tgt_in = on(b.tgt_in, d), o.tgt_out = on(b.tgt_out, d), o.tgt_lengths = on(b.tgt_lengths, d);
   return o;
 }
