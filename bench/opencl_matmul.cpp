@@ -34,7 +34,7 @@ double time_once(graft::opencl::MatmulKernel k, const graft::Tensor& a, const gr
   const graft::Backend* be = graft::backend_for(graft::Device::opencl(0));
   graft::opencl::synchronize(0);
   const auto t0 = Clock::now();
-  be->matmul(a.kview(), b.kview(), c.kview());
+  be->matmul(a.kview(), b.kview(), c.kview(), graft::Precision::f32);
   graft::opencl::synchronize(0);
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
