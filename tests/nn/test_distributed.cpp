@@ -162,9 +162,14 @@ TEST_CASE("dist: a parameter without a gradient contributes zeros (no hang, no s
   std::vector<Tensor> ps = unused.parameters();
   for (const Tensor& p : used.parameters()) ps.push_back(p);
   dist::GradReducer red(ps, 1, true);
-  for (int step = 0; step < 2; ++step) {
+  for (int step = 0; step < 3; ++step) {
     for (Tensor& p : ps) p.set_grad(Tensor());
     red.arm();
+    if (step == 0) {  // both layers take part: the reducer's buckets now hold nonzero sums
+      sum(used.forward(unused.forward(randn({2, 4})))).backward();
+      red.finish();
+      continue;
+    }
     // only `used` takes part: `unused`'s weight and bias get no gradient
     sum(used.forward(randn({2, 8}))).backward();
     red.finish();
