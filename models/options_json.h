@@ -87,7 +87,10 @@ O options_from_json(const std::string& text, const char* owner, const std::vecto
   }
   GRAFT_CHECK(j.is_object(), "{}: expected a JSON object", owner);
   O o;
-  for (auto& [key, v] : j.items()) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    // named references, not a structured binding: the lambda below captures them
+    const std::string& key = it.key();
+    const nlohmann::json& v = it.value();
     const OptionField<O>* f = nullptr;
     for (const OptionField<O>& c : fields)
       if (key == c.key) f = &c;
