@@ -170,24 +170,27 @@ TEST_CASE("matmul: repeated shapes reuse cached primitives with new data") {
   }
 }
 
-TEST_CASE("linear: with and without bias") {
+// A strided bias (a view such as column 0 of a [O, 2] tensor): oneDNN refuses it, so graft's
+// own kernel adds the bias and must honour its stride.
+TEST_CASE("linear: without bias, with a contiguous bias and with a strided bias (stride 2)") {
   const int64_t shapes[][3] = {{1, 1, 1}, {5, 7, 3}, {33, 65, 17}, {64, 128, 256}};
+  enum class BiasKind { none, contiguous, strided };
   for (DType dt : kFloatTypes)
     for (auto& s : shapes)
-      for (bool with_bias : {false, true}) {
+      for (BiasKind kind : {BiasKind::none, BiasKind::contiguous, BiasKind::strided}) {
         const int64_t N = s[0], I = s[1], O = s[2];
         const std::string type(dtype_name(dt));
         CAPTURE(type);
         CAPTURE(N);
         CAPTURE(I);
         CAPTURE(O);
-        CAPTURE(with_bias);
-        Buf x({N, I}, dt), w({O, I}, dt), bias({O}, dt);
+        CAPTURE(int(kind));
+        Buf x({N, I}, dt), w({O, I}, dt), bias({O, kind == BiasKind::strided ? 2 : 1}, dt);
         x.rand(-1, 1, 50);
         w.rand(-1, 1, 51);
         bias.rand(-1, 1, 52);
-        TensorView bv = bias.v;
-        if (!with_bias) bv.data = nullptr;
+        TensorView bv = view(bias, Shape{O}, Strides{bias.v.strides[0]});  // column 0
+        if (kind == BiasKind::none) bv.data = nullptr;
         Buf fast({N, O}, dt), want({N, O}, dt);
         fast.rand(100, 101);
         cpu::linear(x.v, w.v, bv, fast.v, Precision::f32);
