@@ -31,7 +31,7 @@
 #include "autograd/tensor.h"
 #include "nn/module.h"
 #include "nn/safetensors.h"
-#include "tests/temp_dir.h"
+#include "tests/nn/safetensors_fixture.h"
 
 #ifndef GRAFT_FIXTURES
 // Normally set by tests/meson.build; this fallback works when run from a build dir in the tree.
@@ -43,33 +43,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-struct TmpDir : test::TempDir {
-  TmpDir() : test::TempDir("safetensors") {}
-};
-
-Bytes read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "cannot open ", path);
-  return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const Bytes& b) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-  REQUIRE(out.good());
-}
-
-// A safetensors image from a header text (unpadded) and a data section.
-Bytes make_file(const std::string& header, const Bytes& data, uint64_t header_len_override = 0) {
-  uint64_t n = header_len_override ? header_len_override : header.size();
-  Bytes b(8);
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(n >> (8 * i));
-  b.insert(b.end(), header.begin(), header.end());
-  b.insert(b.end(), data.begin(), data.end());
-  return b;
-}
+using namespace safetensors_test;
 
 // The graft::Error message raised by parsing `b` (through memory and through a file), or "".
 std::string parse_error(const Bytes& b, const TmpDir& tmp) {
@@ -103,6 +77,28 @@ std::string parse_error(const Bytes& b, const TmpDir& tmp) {
                   needle, "', got '", msg_, "'");                                     \
   } while (0)
 
+// A file a test expects the parser to refuse: its header text, data section, and a piece of
+// the message.
+struct BadFile {
+  std::string header;
+  Bytes data;
+  std::string needle;
+};
+
+// The header of one tensor 'w' with the given dtype name, shape and data_offsets (JSON text).
+std::string w_tensor(const std::string& dtype, const std::string& shape,
+                     const std::string& offsets) {
+  return R"({"w": {"dtype": ")" + dtype + R"(", "shape": )" + shape + R"(, "data_offsets": )" +
+         offsets + "}}";
+}
+
+void check_bad_files(const TmpDir& tmp, const std::vector<BadFile>& cases) {
+  for (const BadFile& c : cases) {
+    CAPTURE(c.header.substr(0, 200));
+    CHECK_PARSE_ERROR(make_file(c.header, c.data), c.needle);
+  }
+}
+
 void check_same(const Tensor& a, const Tensor& b) {
   REQUIRE(a.defined());
   REQUIRE(b.defined());
@@ -112,14 +108,6 @@ void check_same(const Tensor& a, const Tensor& b) {
     CHECK(a.to_vector<int64_t>() == b.to_vector<int64_t>());
   else
     CHECK(a.to_vector<double>() == b.to_vector<double>());
-}
-
-const Tensor& find(const nn::NamedTensors& ts, const std::string& name) {
-  for (auto& [n, t] : ts)
-    if (n == name) return t;
-  FAIL("no tensor named ", name);
-  static Tensor none;
-  return none;
 }
 
 // from_vector with double values (brace lists of integer literals are ambiguous otherwise)
@@ -362,80 +350,58 @@ TEST_CASE("safetensors: truncated files and bad header lengths") {
 
 TEST_CASE("safetensors: bad JSON and bad header structure") {
   TmpDir tmp;
-  CHECK_PARSE_ERROR(make_file(R"({"a": )", {}), "not valid JSON");
-  CHECK_PARSE_ERROR(make_file(std::string("{}\0\0", 4), {}), "not valid JSON");
-  CHECK_PARSE_ERROR(make_file(R"([1, 2])", {}), "header is a JSON array, expected an object");
-  CHECK_PARSE_ERROR(make_file(R"({"w": 5})", {}), "tensor 'w': header entry is a JSON number");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"shape": [1], "data_offsets": [0, 4]}})", Bytes(4)),
-                    "tensor 'w' has no dtype");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": "F32", "data_offsets": [0, 4]}})", Bytes(4)),
-                    "tensor 'w' has no shape");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": "F32", "shape": [1]}})", Bytes(4)),
-                    "tensor 'w' has no data_offsets");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": 3, "shape": [1], "data_offsets": [0, 4]}})",
-                              Bytes(4)),
-                    "dtype is a JSON number, expected a string");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": "F32", "shape": 1, "data_offsets": [0, 4]}})",
-                              Bytes(4)),
-                    "shape is a JSON number, expected an array");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [4]}})",
-                              Bytes(4)),
-                    "data_offsets must be two non-negative integers");
-  CHECK_PARSE_ERROR(
-      make_file(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4.0]}})", Bytes(4)),
-      "data_offsets must be two non-negative integers");
-  CHECK_PARSE_ERROR(
-      make_file(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [-4, 0]}})", Bytes(4)),
-      "data_offsets must be two non-negative integers");
-  CHECK_PARSE_ERROR(
-      make_file(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}})", Bytes(4)),
-      "data_offsets [4, 0] end before they begin");
-  CHECK_PARSE_ERROR(make_file(R"({"__metadata__": ["x"]})", {}),
-                    "__metadata__ is a JSON array, expected an object of strings");
-  CHECK_PARSE_ERROR(make_file(R"({"__metadata__": {"epoch": 3}})", {}),
-                    "__metadata__ key 'epoch' is a JSON number, expected a string");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
-                              R"( "w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
-                              Bytes(4)),
-                    "has the key 'w' twice");
-  CHECK_PARSE_ERROR(make_file(std::string(10000, '[') + std::string(10000, ']'), {}),
-                    "nests deeper than");
-  CHECK_PARSE_ERROR(make_file("{\"a\xff\": 1}", {}), "not valid JSON");
+  check_bad_files(tmp, {
+      {R"({"a": )", {}, "not valid JSON"},
+      {std::string("{}\0\0", 4), {}, "not valid JSON"},
+      {R"([1, 2])", {}, "header is a JSON array, expected an object"},
+      {R"({"w": 5})", {}, "tensor 'w': header entry is a JSON number"},
+      {R"({"w": {"shape": [1], "data_offsets": [0, 4]}})", Bytes(4), "tensor 'w' has no dtype"},
+      {R"({"w": {"dtype": "F32", "data_offsets": [0, 4]}})", Bytes(4), "tensor 'w' has no shape"},
+      {R"({"w": {"dtype": "F32", "shape": [1]}})", Bytes(4), "tensor 'w' has no data_offsets"},
+      {R"({"w": {"dtype": 3, "shape": [1], "data_offsets": [0, 4]}})", Bytes(4),
+       "dtype is a JSON number, expected a string"},
+      {R"({"w": {"dtype": "F32", "shape": 1, "data_offsets": [0, 4]}})", Bytes(4),
+       "shape is a JSON number, expected an array"},
+      {w_tensor("F32", "[1]", "[4]"), Bytes(4),
+       "data_offsets must be two non-negative integers"},
+      {w_tensor("F32", "[1]", "[0, 4.0]"), Bytes(4),
+       "data_offsets must be two non-negative integers"},
+      {w_tensor("F32", "[1]", "[-4, 0]"), Bytes(4),
+       "data_offsets must be two non-negative integers"},
+      {w_tensor("F32", "[1]", "[4, 0]"), Bytes(4), "data_offsets [4, 0] end before they begin"},
+      {R"({"__metadata__": ["x"]})", {},
+       "__metadata__ is a JSON array, expected an object of strings"},
+      {R"({"__metadata__": {"epoch": 3}})", {},
+       "__metadata__ key 'epoch' is a JSON number, expected a string"},
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+       R"( "w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
+       Bytes(4), "has the key 'w' twice"},
+      {std::string(10000, '[') + std::string(10000, ']'), {}, "nests deeper than"},
+      {"{\"a\xff\": 1}", {}, "not valid JSON"},
+  });
 }
 
 TEST_CASE("safetensors: offsets out of range, overlapping, gaps, wrong byte size") {
   TmpDir tmp;
-  CHECK_PARSE_ERROR(
-      make_file(R"({"fc1.weight": {"dtype": "F32", "shape": [25], "data_offsets": [0, 100]}})",
-                Bytes(64)),
-      "bad.safetensors: tensor 'fc1.weight' data_offsets [0, 100] exceed the data section (64 "
-      "bytes)");
-  CHECK_PARSE_ERROR(
-      make_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
-                R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
-                Bytes(12)),
-      "tensor 'b' data_offsets [4, 12] overlap tensor 'a' [0, 8]");
-  CHECK_PARSE_ERROR(
-      make_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
-                R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
-                Bytes(8)),
-      "overlap");
-  CHECK_PARSE_ERROR(
-      make_file(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
-                R"( "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})",
-                Bytes(12)),
-      "tensor 'b' data_offsets [8, 12] leave a gap: bytes [4, 8)");
-  CHECK_PARSE_ERROR(
-      make_file(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", Bytes(9)),
-      "the data section has 9 bytes but the tensors cover only 4");
-  CHECK_PARSE_ERROR(
-      make_file(R"({"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 20]}})",
-                Bytes(20)),
-      "tensor 'w' data_offsets [0, 20] hold 20 bytes, but shape [2, 3] of F32 needs 24 bytes");
-  CHECK_PARSE_ERROR(
-      make_file(R"({"w": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]}})",
-                Bytes{1, 2, 0}),
-      "tensor 'w' is BOOL but byte 1 holds 2");
+  check_bad_files(tmp, {
+      {R"({"fc1.weight": {"dtype": "F32", "shape": [25], "data_offsets": [0, 100]}})", Bytes(64),
+       "bad.safetensors: tensor 'fc1.weight' data_offsets [0, 100] exceed the data section (64 "
+       "bytes)"},
+      {R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+       R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+       Bytes(12), "tensor 'b' data_offsets [4, 12] overlap tensor 'a' [0, 8]"},
+      {R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+       R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
+       Bytes(8), "overlap"},
+      {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+       R"( "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})",
+       Bytes(12), "tensor 'b' data_offsets [8, 12] leave a gap: bytes [4, 8)"},
+      {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", Bytes(9),
+       "the data section has 9 bytes but the tensors cover only 4"},
+      {w_tensor("F32", "[2, 3]", "[0, 20]"), Bytes(20),
+       "tensor 'w' data_offsets [0, 20] hold 20 bytes, but shape [2, 3] of F32 needs 24 bytes"},
+      {w_tensor("BOOL", "[3]", "[0, 3]"), Bytes{1, 2, 0}, "tensor 'w' is BOOL but byte 1 holds 2"},
+  });
   // empty tensors take no bytes and may sit anywhere in range
   Bytes ok = make_file(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
                        R"( "e": {"dtype": "F64", "shape": [0, 3], "data_offsets": [2, 2]}})",
@@ -446,45 +412,22 @@ TEST_CASE("safetensors: offsets out of range, overlapping, gaps, wrong byte size
 
 TEST_CASE("safetensors: unknown and unsupported dtypes, huge and bad shapes") {
   TmpDir tmp;
-  CHECK_PARSE_ERROR(
-      make_file(R"({"w": {"dtype": "Q8", "shape": [1], "data_offsets": [0, 1]}})", Bytes(1)),
-      "tensor 'w' has unknown dtype 'Q8'");
   // (BF16, F16 and the narrow integers are converted on load: tests/nn/test_safetensors_hub.cpp)
-  CHECK_PARSE_ERROR(
-      make_file(R"({"w": {"dtype": "U16", "shape": [2], "data_offsets": [0, 4]}})", Bytes(4)),
-      "tensor 'w' has dtype U16, which graft does not read");
-  CHECK_PARSE_ERROR(
-      make_file(R"({"w": {"dtype": "F8_E5M2", "shape": [2], "data_offsets": [0, 2]}})", Bytes(2)),
-      "dtype F8_E5M2");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296, 16],)"
-                              R"( "data_offsets": [0, 0]}})",
-                              {}),
-                    "is too large");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": "F64", "shape": [4611686018427387904],)"
-                              R"( "data_offsets": [0, 0]}})",
-                              {}),
-                    "is too large");
-  // an empty tensor with absurd other dims would overflow its strides: also too large
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": "F32", "shape": [0, 4611686018427387904, 4],)"
-                              R"( "data_offsets": [0, 0]}})",
-                              {}),
-                    "is too large");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": "F32", "shape": [18446744073709551615],)"
-                              R"( "data_offsets": [0, 0]}})",
-                              {}),
-                    "is too large");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": "F32", "shape": [1e30],)"
-                              R"( "data_offsets": [0, 0]}})",
-                              {}),
-                    "must hold non-negative integers");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": "F32", "shape": [2, -1],)"
-                              R"( "data_offsets": [0, 0]}})",
-                              {}),
-                    "shape [2,-1] must hold non-negative integers");
-  CHECK_PARSE_ERROR(make_file(R"({"w": {"dtype": "F32", "shape": [1,1,1,1,1,1,1,1,1],)"
-                              R"( "data_offsets": [0, 4]}})",
-                              Bytes(4)),
-                    "tensor 'w' has rank 9, graft supports at most 8 dims");
+  check_bad_files(tmp, {
+      {w_tensor("Q8", "[1]", "[0, 1]"), Bytes(1), "tensor 'w' has unknown dtype 'Q8'"},
+      {w_tensor("U16", "[2]", "[0, 4]"), Bytes(4),
+       "tensor 'w' has dtype U16, which graft does not read"},
+      {w_tensor("F8_E5M2", "[2]", "[0, 2]"), Bytes(2), "dtype F8_E5M2"},
+      {w_tensor("F32", "[1,1,1,1,1,1,1,1,1]", "[0, 4]"), Bytes(4),
+       "tensor 'w' has rank 9, graft supports at most 8 dims"},
+      {w_tensor("F32", "[4294967296, 4294967296, 16]", "[0, 0]"), {}, "is too large"},
+      {w_tensor("F64", "[4611686018427387904]", "[0, 0]"), {}, "is too large"},
+      // an empty tensor with absurd other dims would overflow its strides: also too large
+      {w_tensor("F32", "[0, 4611686018427387904, 4]", "[0, 0]"), {}, "is too large"},
+      {w_tensor("F32", "[18446744073709551615]", "[0, 0]"), {}, "is too large"},
+      {w_tensor("F32", "[1e30]", "[0, 0]"), {}, "must hold non-negative integers"},
+      {w_tensor("F32", "[2, -1]", "[0, 0]"), {}, "shape [2,-1] must hold non-negative integers"},
+  });
 }
 
 TEST_CASE("safetensors: save errors leave no file behind") {

@@ -24,48 +24,19 @@
 #include "autograd/tensor.h"
 #include "nn/layers.h"
 #include "nn/safetensors.h"
+#include "tests/nn/safetensors_fixture.h"
 
 using namespace graft;
 namespace fs = std::filesystem;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-struct TmpDir {
-  fs::path dir;
-  TmpDir() {
-    dir = fs::temp_directory_path() /
-          fmt::format("graft_st_hub_{}_{}", ::getpid(),
-                      std::chrono::steady_clock::now().time_since_epoch().count());
-    fs::create_directories(dir);
-  }
-  ~TmpDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
-};
-
-void write_bytes(const std::string& path, const Bytes& b) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-  REQUIRE(out.good());
-}
+using namespace safetensors_test;
 
 void write_text(const std::string& path, const std::string& s) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << s;
   REQUIRE(out.good());
-}
-
-// The image: u64 little-endian header length, the header, the data section.
-Bytes make_file(const std::string& header, const Bytes& data) {
-  Bytes b(8);
-  for (int i = 0; i < 8; ++i) b[size_t(i)] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i));
-  b.insert(b.end(), header.begin(), header.end());
-  b.insert(b.end(), data.begin(), data.end());
-  return b;
 }
 
 // Parses b from memory and from a file; both readers must agree (dtypes, shapes, bytes).
@@ -93,14 +64,6 @@ std::string parse_error(const Bytes& b) {
     return e.what();
   }
   return "";
-}
-
-const Tensor& find(const nn::NamedTensors& ts, const std::string& name) {
-  for (auto& [n, t] : ts)
-    if (n == name) return t;
-  FAIL("no tensor named ", name);
-  static Tensor none;
-  return none;
 }
 
 // One tensor "x" of dtype `dt` and shape [n] holding `data`.
