@@ -51,6 +51,19 @@ struct Buf {
   }
 };
 
+// A buffer of `shape` and `dt` holding `values` (row-major), converted to the dtype.
+inline Buf buf_of(const Shape& shape, DType dt, const std::vector<double>& values) {
+  Buf b(shape, dt);
+  REQUIRE(int64_t(values.size()) == b.numel());
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    if (dt == DType::f32) b.ptr<float>()[i] = float(values[i]);
+    else if (dt == DType::f64) b.ptr<double>()[i] = values[i];
+    else if (dt == DType::i64) b.ptr<int64_t>()[i] = int64_t(values[i]);
+    else b.ptr<bool>()[i] = values[i] != 0;
+  }
+  return b;
+}
+
 // Max |a - b| / (atol + rtol |b|) over all elements must be <= 1.
 inline void check_close(const Buf& a, const Buf& b, double atol, double rtol) {
   REQUIRE(a.numel() == b.numel());

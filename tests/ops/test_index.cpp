@@ -66,18 +66,6 @@ Strided indices(const Shape& shape, int64_t size, Layout layout, uint64_t seed) 
   return Strided(shape, DType::i64, layout).rand(0, double(size), seed);
 }
 
-Buf from(const Shape& shape, DType dt, std::vector<double> values) {
-  Buf b(shape, dt);
-  REQUIRE(int64_t(values.size()) == b.numel());
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    if (dt == DType::f32) b.ptr<float>()[i] = float(values[i]);
-    else if (dt == DType::f64) b.ptr<double>()[i] = values[i];
-    else if (dt == DType::i64) b.ptr<int64_t>()[i] = int64_t(values[i]);
-    else b.ptr<bool>()[i] = values[i] != 0;
-  }
-  return b;
-}
-
 void check_values(const Buf& b, std::vector<double> expect) {
   REQUIRE(b.numel() == int64_t(expect.size()));
   for (int64_t i = 0; i < b.numel(); ++i) {
@@ -96,10 +84,9 @@ Shape with_dim(Shape s, int dim, int64_t size) {
   return s;
 }
 
-
 constexpr DType kAll[] = {DType::f32, DType::f64, DType::i64, DType::b8};
 constexpr DType kFloat[] = {DType::f32, DType::f64};
-constexpr Layout kLayouts[] = {Layout::contiguous, Layout::padded, Layout::transposed};
+const std::vector<Layout> kLayouts = {Layout::contiguous, Layout::padded, Layout::transposed};
 
 // Tolerance for accumulations compared across implementations.
 double tol(DType dt) { return dt == DType::f32 ? 1e-5 : 1e-12; }
@@ -122,6 +109,36 @@ struct Case {
   int64_t n;    // number of indices (select / add) or size of the other tensor along dim
 };
 
+// Runs `check(dt, c, l)` for every dtype, case and choice of one layout from each of
+// `layout_lists` (l[i] from layout_lists[i]; the last list varies fastest), all CAPTUREd.
+template <class DTypes, class Cases, class Check>
+void for_each_case(const DTypes& dtypes, const Cases& cases,
+                   const std::vector<std::vector<Layout>>& layout_lists, Check check) {
+  for (DType dt : dtypes)
+    for (const Case& c : cases) {
+      std::vector<size_t> at(layout_lists.size(), 0);
+      for (bool more = true; more;) {
+        std::vector<Layout> l;
+        std::string names;
+        for (size_t i = 0; i < at.size(); ++i) {
+          l.push_back(layout_lists[i][at[i]]);
+          names += std::to_string(int(l.back())) + (i + 1 < at.size() ? "," : "");
+        }
+        CAPTURE(dt);
+        CAPTURE(c.shape.str());
+        CAPTURE(c.dim);
+        CAPTURE(names);
+        check(dt, c, l);
+        // next combination: the last list steps first, carrying into the ones before it
+        more = false;
+        for (size_t i = at.size(); i-- > 0 && !more;) {
+          if (++at[i] < layout_lists[i].size()) more = true;
+          else at[i] = 0;
+        }
+      }
+    }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -130,37 +147,37 @@ struct Case {
 TEST_CASE("index: reference semantics on small examples") {
   for (const Kernels* be : {&kRef, &kFast}) {
     CAPTURE(be->name);
-    Buf src = from({3, 2}, DType::f32, {1, 2, 3, 4, 5, 6});
-    Buf idx = from({3}, DType::i64, {2, 0, 2});
+    Buf src = buf_of({3, 2}, DType::f32, {1, 2, 3, 4, 5, 6});
+    Buf idx = buf_of({3}, DType::i64, {2, 0, 2});
     // index_select: rows 2, 0, 2 / columns 1, 1, 0.
     Buf rows(Shape{3, 2}, DType::f32), cols(Shape{3, 3}, DType::f32);
     be->index_select(src.v, 0, idx.v, rows.v);
     check_values(rows, {5, 6, 1, 2, 5, 6});
-    Buf idx2 = from({3}, DType::i64, {1, 1, 0});
+    Buf idx2 = buf_of({3}, DType::i64, {1, 1, 0});
     be->index_select(src.v, 1, idx2.v, cols.v);
     check_values(cols, {2, 2, 1, 4, 4, 3, 6, 6, 5});
     // index_add: duplicate index 0 accumulates rows 0 and 2 of src.
-    Buf dst = from({3, 2}, DType::f32, {0, 0, 0, 0, 10, 10});
-    Buf idx3 = from({3}, DType::i64, {0, 2, 0});
+    Buf dst = buf_of({3, 2}, DType::f32, {0, 0, 0, 0, 10, 10});
+    Buf idx3 = buf_of({3}, DType::i64, {0, 2, 0});
     be->index_add(dst.v, 0, idx3.v, src.v);
     check_values(dst, {6, 8, 0, 0, 13, 14});
     // gather (torch docs): [[1, 2], [3, 4]] along dim 1 with [[0, 0], [1, 0]].
-    Buf t = from({2, 2}, DType::f64, {1, 2, 3, 4});
-    Buf gi = from({2, 2}, DType::i64, {0, 0, 1, 0});
+    Buf t = buf_of({2, 2}, DType::f64, {1, 2, 3, 4});
+    Buf gi = buf_of({2, 2}, DType::i64, {0, 0, 1, 0});
     Buf g(Shape{2, 2}, DType::f64);
     be->gather(t.v, 1, gi.v, g.v);
     check_values(g, {1, 1, 4, 3});
     // scatter_add (torch docs): ones(2, 5) into zeros(3, 5) along dim 0 with [[0, 1, 2, 0, 0]]
     // (index smaller than src).
-    Buf ones = from({2, 5}, DType::f64, std::vector<double>(10, 1.0));
-    Buf si = from({1, 5}, DType::i64, {0, 1, 2, 0, 0});
-    Buf acc = from({3, 5}, DType::f64, std::vector<double>(15, 0.0));
+    Buf ones = buf_of({2, 5}, DType::f64, std::vector<double>(10, 1.0));
+    Buf si = buf_of({1, 5}, DType::i64, {0, 1, 2, 0, 0});
+    Buf acc = buf_of({3, 5}, DType::f64, std::vector<double>(15, 0.0));
     be->scatter_add(acc.v, 0, si.v, ones.v);
     check_values(acc, {1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0});
     // scatter_add along dim 1 with duplicates in a row.
-    Buf acc2 = from({2, 3}, DType::f64, std::vector<double>(6, 0.0));
-    Buf si2 = from({2, 4}, DType::i64, {0, 0, 2, 0, 1, 1, 1, 2});
-    Buf s2 = from({2, 4}, DType::f64, {1, 2, 3, 4, 5, 6, 7, 8});
+    Buf acc2 = buf_of({2, 3}, DType::f64, std::vector<double>(6, 0.0));
+    Buf si2 = buf_of({2, 4}, DType::i64, {0, 0, 2, 0, 1, 1, 1, 2});
+    Buf s2 = buf_of({2, 4}, DType::f64, {1, 2, 3, 4, 5, 6, 7, 8});
     be->scatter_add(acc2.v, 1, si2.v, s2.v);
     check_values(acc2, {7, 0, 3, 0, 18, 8});
   }
@@ -168,12 +185,12 @@ TEST_CASE("index: reference semantics on small examples") {
 
 TEST_CASE("index: rank-0 tensors act as shape [1]") {
   for (const Kernels* be : {&kFast, &kRef}) {
-    Buf s = from({}, DType::f64, {3.5});
-    Buf idx = from({2}, DType::i64, {0, 0});
+    Buf s = buf_of({}, DType::f64, {3.5});
+    Buf idx = buf_of({2}, DType::i64, {0, 0});
     Buf out(Shape{2}, DType::f64);
     be->index_select(s.v, 0, idx.v, out.v);
     check_values(out, {3.5, 3.5});
-    Buf gi = from({}, DType::i64, {0});
+    Buf gi = buf_of({}, DType::i64, {0});
     Buf g(Shape{}, DType::f64);
     be->gather(s.v, 0, gi.v, g.v);
     check_values(g, {3.5});
@@ -190,23 +207,17 @@ TEST_CASE("index_select: fast == reference") {
       {{1000, 64}, 0, 5000},  // embedding-sized: parallel row copies
       {{16, 40, 70}, 1, 60},  // P > 1, parallel
   };
-  for (DType dt : kAll)
-    for (const Case& c : cases)
-      for (Layout ls : kLayouts)
-        for (Layout li : {Layout::contiguous, Layout::padded}) {
-          CAPTURE(dt);
-          CAPTURE(c.shape.str());
-          CAPTURE(c.dim);
-          CAPTURE(int(ls));
-          CAPTURE(int(li));
-          Strided src = data(c.shape, dt, ls, 3);
-          Strided idx = indices(Shape{c.n}, c.shape[c.dim], li, 4);
-          const Shape out_shape = with_dim(c.shape, c.dim, c.n);
-          Buf fast(out_shape, dt), ref(out_shape, dt);
-          cpu::index_select(src.v, c.dim, idx.v, fast.v);
-          cpu::ref::index_select(src.v, c.dim, idx.v, ref.v);
-          CHECK(same_bytes(fast, ref));
-        }
+  // layouts: src, index
+  for_each_case(kAll, cases, {kLayouts, {Layout::contiguous, Layout::padded}},
+                [](DType dt, const Case& c, const std::vector<Layout>& l) {
+                  Strided src = data(c.shape, dt, l[0], 3);
+                  Strided idx = indices(Shape{c.n}, c.shape[c.dim], l[1], 4);
+                  const Shape out_shape = with_dim(c.shape, c.dim, c.n);
+                  Buf fast(out_shape, dt), ref(out_shape, dt);
+                  cpu::index_select(src.v, c.dim, idx.v, fast.v);
+                  cpu::ref::index_select(src.v, c.dim, idx.v, ref.v);
+                  CHECK(same_bytes(fast, ref));
+                });
 }
 
 TEST_CASE("index_select: strided output") {
@@ -234,23 +245,17 @@ TEST_CASE("index_add: fast == reference, duplicates accumulate") {
       {{50, 700}, 0, 400},     // P == 1, uneven column chunks
       {{3, 50, 300}, 1, 200},  // P > 1
   };
-  for (DType dt : kFloat)
-    for (const Case& c : cases)
-      for (Layout ld : kLayouts)
-        for (Layout ls : {Layout::contiguous, Layout::transposed}) {
-          CAPTURE(dt);
-          CAPTURE(c.shape.str());
-          CAPTURE(c.dim);
-          CAPTURE(int(ld));
-          CAPTURE(int(ls));
-          Strided dst = data(c.shape, dt, ld, 5);
-          Strided src = data(with_dim(c.shape, c.dim, c.n), dt, ls, 6);
-          Strided idx = indices(Shape{c.n}, c.shape[c.dim], Layout::contiguous, 7);
-          Strided fast = clone(dst), ref = clone(dst);
-          cpu::index_add(fast.v, c.dim, idx.v, src.v);
-          cpu::ref::index_add(ref.v, c.dim, idx.v, src.v);
-          check_close(fast.buf, ref.buf, tol(dt), tol(dt));
-        }
+  // layouts: dst, src
+  for_each_case(kFloat, cases, {kLayouts, {Layout::contiguous, Layout::transposed}},
+                [](DType dt, const Case& c, const std::vector<Layout>& l) {
+                  Strided dst = data(c.shape, dt, l[0], 5);
+                  Strided src = data(with_dim(c.shape, c.dim, c.n), dt, l[1], 6);
+                  Strided idx = indices(Shape{c.n}, c.shape[c.dim], Layout::contiguous, 7);
+                  Strided fast = clone(dst), ref = clone(dst);
+                  cpu::index_add(fast.v, c.dim, idx.v, src.v);
+                  cpu::ref::index_add(ref.v, c.dim, idx.v, src.v);
+                  check_close(fast.buf, ref.buf, tol(dt), tol(dt));
+                });
 }
 
 TEST_CASE("index_add / scatter_add: results do not depend on the thread count") {
@@ -280,22 +285,16 @@ TEST_CASE("gather: fast == reference") {
       {{64, 512}, 1, 1000},   // gather along a vocab dim, parallel
       {{300, 200}, 0, 50},    // dim 0, parallel
   };
-  for (DType dt : kAll)
-    for (const Case& c : cases)
-      for (Layout ls : kLayouts)
-        for (Layout li : {Layout::contiguous, Layout::padded}) {
-          CAPTURE(dt);
-          CAPTURE(c.shape.str());
-          CAPTURE(c.dim);
-          CAPTURE(int(ls));
-          CAPTURE(int(li));
-          Strided src = data(with_dim(c.shape, c.dim, c.n), dt, ls, 8);
-          Strided idx = indices(c.shape, c.n, li, 9);
-          Buf fast(c.shape, dt), ref(c.shape, dt);
-          cpu::gather(src.v, c.dim, idx.v, fast.v);
-          cpu::ref::gather(src.v, c.dim, idx.v, ref.v);
-          CHECK(same_bytes(fast, ref));
-        }
+  // layouts: src, index
+  for_each_case(kAll, cases, {kLayouts, {Layout::contiguous, Layout::padded}},
+                [](DType dt, const Case& c, const std::vector<Layout>& l) {
+                  Strided src = data(with_dim(c.shape, c.dim, c.n), dt, l[0], 8);
+                  Strided idx = indices(c.shape, c.n, l[1], 9);
+                  Buf fast(c.shape, dt), ref(c.shape, dt);
+                  cpu::gather(src.v, c.dim, idx.v, fast.v);
+                  cpu::ref::gather(src.v, c.dim, idx.v, ref.v);
+                  CHECK(same_bytes(fast, ref));
+                });
 }
 
 TEST_CASE("gather: src larger than index in the other dims") {
@@ -321,25 +320,19 @@ TEST_CASE("scatter_add: fast == reference, duplicates accumulate") {
       {{400, 300}, 0, 50},   // P == 1, columns split over threads
       {{64, 1000}, 1, 100},  // P > 1
   };
-  for (DType dt : kFloat)
-    for (const Case& c : cases)
-      for (Layout ld : {Layout::contiguous, Layout::transposed})
-        for (Layout ls : {Layout::contiguous, Layout::padded})
-          for (Layout li : {Layout::contiguous, Layout::transposed}) {
-            CAPTURE(dt);
-            CAPTURE(c.shape.str());
-            CAPTURE(c.dim);
-            CAPTURE(int(ld));
-            CAPTURE(int(ls));
-            CAPTURE(int(li));
-            Strided dst = data(with_dim(c.shape, c.dim, c.n), dt, ld, 10);
-            Strided src = data(c.shape, dt, ls, 11);
-            Strided idx = indices(c.shape, c.n, li, 12);
-            Strided fast = clone(dst), ref = clone(dst);
-            cpu::scatter_add(fast.v, c.dim, idx.v, src.v);
-            cpu::ref::scatter_add(ref.v, c.dim, idx.v, src.v);
-            check_close(fast.buf, ref.buf, tol(dt), tol(dt));
-          }
+  // layouts: dst, src, index
+  for_each_case(kFloat, cases,
+                {{Layout::contiguous, Layout::transposed}, {Layout::contiguous, Layout::padded},
+                 {Layout::contiguous, Layout::transposed}},
+                [](DType dt, const Case& c, const std::vector<Layout>& l) {
+                  Strided dst = data(with_dim(c.shape, c.dim, c.n), dt, l[0], 10);
+                  Strided src = data(c.shape, dt, l[1], 11);
+                  Strided idx = indices(c.shape, c.n, l[2], 12);
+                  Strided fast = clone(dst), ref = clone(dst);
+                  cpu::scatter_add(fast.v, c.dim, idx.v, src.v);
+                  cpu::ref::scatter_add(ref.v, c.dim, idx.v, src.v);
+                  check_close(fast.buf, ref.buf, tol(dt), tol(dt));
+                });
 }
 
 TEST_CASE("scatter_add: src larger than index") {
@@ -362,7 +355,7 @@ TEST_CASE("index: out-of-range index throws graft::Error naming op, index and ra
       CAPTURE(bad);
       const std::string b = std::to_string(bad);
       Buf src = Buf(Shape{5, 3}, DType::f32).rand(0, 1);
-      Buf idx = from({4}, DType::i64, {0, 4, double(bad), 1});
+      Buf idx = buf_of({4}, DType::i64, {0, 4, double(bad), 1});
       Buf out(Shape{4, 3}, DType::f32);
       check_error([&] { be->index_select(src.v, 0, idx.v, out.v); },
                   {"index_select", b, "0..4"});
@@ -376,7 +369,7 @@ TEST_CASE("index: out-of-range index throws graft::Error naming op, index and ra
       CHECK(std::memcmp(dst.mem->data(), dst0.mem->data(), dst.mem->size()) == 0);
 
       // gather / scatter_add along dim 1 (size 3): index [2, 2].
-      Buf gidx = from({2, 2}, DType::i64, {0, 2, double(bad), 1});
+      Buf gidx = buf_of({2, 2}, DType::i64, {0, 2, double(bad), 1});
       Buf gout(Shape{2, 2}, DType::f32);
       check_error([&] { be->gather(src.v, 1, gidx.v, gout.v); }, {"gather", b, "0..2"});
       Buf sdst = Buf(Shape{2, 3}, DType::f32).rand(0, 1);
@@ -391,7 +384,7 @@ TEST_CASE("index: non-int64 index and mismatched dtypes are rejected") {
   Buf src = Buf(Shape{5, 3}, DType::f32).rand(0, 1);
   Buf fidx = Buf(Shape{2}, DType::f32);
   Buf out(Shape{2, 3}, DType::f32), out64(Shape{2, 3}, DType::f64);
-  Buf idx = from({2}, DType::i64, {0, 1});
+  Buf idx = buf_of({2}, DType::i64, {0, 1});
   CHECK_THROWS_AS(cpu::index_select(src.v, 0, fidx.v, out.v), graft::Error);
   CHECK_THROWS_AS(cpu::index_select(src.v, 0, idx.v, out64.v), graft::Error);
   Buf ib(Shape{5, 3}, DType::i64);
@@ -403,16 +396,16 @@ TEST_CASE("index: shapes that break the contract are rejected, not overrun") {
   for (const Kernels* be : {&kFast, &kRef}) {
     CAPTURE(be->name);
     Buf src = Buf(Shape{5, 3}, DType::f32).rand(0, 1);
-    Buf idx = from({2}, DType::i64, {0, 1});
+    Buf idx = buf_of({2}, DType::i64, {0, 1});
     Buf small(Shape{1, 3}, DType::f32), wide(Shape{2, 4}, DType::f32);
     check_error([&] { be->index_select(src.v, 0, idx.v, small.v); }, {"index_select", "[1, 3]"});
     check_error([&] { be->index_add(src.v, 0, idx.v, wide.v); }, {"index_add", "[2, 4]"});
     check_error([&] { be->index_select(src.v, 2, idx.v, small.v); }, {"index_select", "dim 2"});
     // gather: index [2, 4] does not fit src [5, 3] outside dim 0; out must match index.
-    Buf gidx = from({2, 4}, DType::i64, {0, 0, 0, 0, 0, 0, 0, 0});
+    Buf gidx = buf_of({2, 4}, DType::i64, {0, 0, 0, 0, 0, 0, 0, 0});
     Buf gout(Shape{2, 4}, DType::f32);
     check_error([&] { be->gather(src.v, 0, gidx.v, gout.v); }, {"gather", "[2, 4]"});
-    Buf gidx2 = from({2, 3}, DType::i64, {0, 0, 0, 0, 0, 0});
+    Buf gidx2 = buf_of({2, 3}, DType::i64, {0, 0, 0, 0, 0, 0});
     check_error([&] { be->gather(src.v, 0, gidx2.v, small.v); }, {"gather", "[1, 3]"});
     // scatter_add: src smaller than index.
     Buf dst = Buf(Shape{5, 3}, DType::f32).rand(0, 1);

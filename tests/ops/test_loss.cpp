@@ -31,17 +31,6 @@ Buf targets(int64_t N, int64_t V, int64_t ignore, uint64_t seed) {
   return t;
 }
 
-Buf values(const Shape& shape, DType dt, std::vector<double> v) {
-  Buf b(shape, dt);
-  REQUIRE(int64_t(v.size()) == b.numel());
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    if (dt == DType::f32) b.ptr<float>()[i] = float(v[i]);
-    else if (dt == DType::f64) b.ptr<double>()[i] = v[i];
-    else b.ptr<int64_t>()[i] = int64_t(v[i]);
-  }
-  return b;
-}
-
 // sum_n w[n] * loss[n] for logits x (f64), via `ce`.
 double weighted_loss(const CrossEntropy& ce, const Buf& x, const Buf& t, double ls,
                      const Buf& w) {
@@ -53,7 +42,6 @@ double weighted_loss(const CrossEntropy& ce, const Buf& x, const Buf& t, double 
   return s;
 }
 
-
 }  // namespace
 
 TEST_CASE("cross_entropy: hand-computed values") {
@@ -62,8 +50,8 @@ TEST_CASE("cross_entropy: hand-computed values") {
       CAPTURE(ce->name);
       const double tol = dt == DType::f32 ? 1e-5 : 1e-12;
       // Row 0: [1, 2, 3] with target 2; row 1: zeros with target 0; row 2: ignored.
-      Buf x = values({3, 3}, dt, {1, 2, 3, 0, 0, 0, 5, 6, 7});
-      Buf t = values({3}, DType::i64, {2, 0, double(kIgnore)});
+      Buf x = buf_of({3, 3}, dt, {1, 2, 3, 0, 0, 0, 5, 6, 7});
+      Buf t = buf_of({3}, DType::i64, {2, 0, double(kIgnore)});
       const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
       for (double ls : {0.0, 0.1}) {
         CAPTURE(ls);
@@ -78,7 +66,7 @@ TEST_CASE("cross_entropy: hand-computed values") {
         CHECK(logp.at(8) == doctest::Approx(7 - (7 + lse - 3)).epsilon(tol));
 
         // Backward with dloss = 2: row 0 = 2 (softmax - (1 - ls) onehot(2) - ls / 3).
-        Buf dl = values({3}, dt, {2, 2, 2}), dx(Shape{3, 3}, dt);
+        Buf dl = buf_of({3}, dt, {2, 2, 2}), dx(Shape{3, 3}, dt);
         ce->backward(logp.v, t.v, kIgnore, ls, dl.v, dx.v);
         for (int v = 0; v < 3; ++v) {
           const double p = std::exp(v + 1 - lse);
@@ -91,8 +79,8 @@ TEST_CASE("cross_entropy: hand-computed values") {
 
 TEST_CASE("cross_entropy: large logits stay finite") {
   for (const CrossEntropy* ce : {&kFast, &kRef}) {
-    Buf x = values({2, 3}, DType::f32, {1000, -1000, 0, 80, 90, 100});
-    Buf t = values({2}, DType::i64, {1, 2});
+    Buf x = buf_of({2, 3}, DType::f32, {1000, -1000, 0, 80, 90, 100});
+    Buf t = buf_of({2}, DType::i64, {1, 2});
     Buf loss(Shape{2}, DType::f32), logp(Shape{2, 3}, DType::f32);
     ce->forward(x.v, t.v, kIgnore, 0.0, loss.v, logp.v);
     CHECK(loss.at(0) == doctest::Approx(2000).epsilon(1e-6));
@@ -230,7 +218,7 @@ TEST_CASE("cross_entropy: out-of-range target throws graft::Error") {
       CAPTURE(ce->name);
       CAPTURE(bad);
       Buf x = Buf(Shape{N, V}, DType::f32).rand(-1, 1, 11);
-      Buf t = values({N}, DType::i64, {0, 6, double(bad), 3});
+      Buf t = buf_of({N}, DType::i64, {0, 6, double(bad), 3});
       Buf loss(Shape{N}, DType::f32), logp(Shape{N, V}, DType::f32), dx(Shape{N, V}, DType::f32);
       Buf dl = Buf(Shape{N}, DType::f32).rand(0, 1, 12);
       const std::vector<std::string> parts = {"cross_entropy", std::to_string(bad), "row 2", "7"};
