@@ -132,6 +132,64 @@ void check_index_fits(const char* op, const TensorView& index, int dim, const Te
               other_name, other.shape, skip_dim ? fmt::format(" outside dim {}", dim) : "");
 }
 
+// The argument checks every index_select / index_add shares (fast and reference): int64
+// index, one dtype, `sel` shaped like `full` with dim -> numel(index). Returns the two views
+// at rank >= 1, {full, sel}.
+struct SelectViews {
+  TensorView full, sel;
+};
+SelectViews checked_select(const char* op, const TensorView& full, int dim,
+                           const TensorView& index, const TensorView& sel,
+                           const char* full_name, const char* sel_name) {
+  check_dtypes(op, index, full, sel);
+  SelectViews v{at_least_1d(full), at_least_1d(sel)};
+  check_selected(op, v.full, dim, index.numel(), v.sel, full_name, sel_name);
+  return v;
+}
+
+// The same for gather (a = src, b = out) and scatter_add (a = dst, b = src), each at rank >= 1;
+// `rows` when the fast row kernels apply: all contiguous, b shaped like index, and a too except
+// along dim.
+struct ElementViews {
+  TensorView a, index, b;
+  bool rows = false;
+};
+void find_rows(ElementViews& v, int dim) {
+  v.rows = v.a.is_contiguous() && v.index.is_contiguous() && v.b.is_contiguous() &&
+           v.b.shape == v.index.shape && same_except(v.a.shape, v.index.shape, dim);
+}
+ElementViews checked_gather(const TensorView& src, int dim, const TensorView& index,
+                            const TensorView& out) {
+  check_dtypes("gather", index, src, out);
+  ElementViews v{at_least_1d(src), at_least_1d(index), at_least_1d(out)};
+  check_index_fits("gather", v.index, dim, v.a, "src");
+  GRAFT_CHECK(v.b.shape == v.index.shape,
+              "gather: out has shape {}, expected the index shape {}", v.b.shape, v.index.shape);
+  find_rows(v, dim);
+  return v;
+}
+ElementViews checked_scatter_add(const TensorView& dst, int dim, const TensorView& index,
+                                 const TensorView& src) {
+  check_dtypes("scatter_add", index, dst, src);
+  ElementViews v{at_least_1d(dst), at_least_1d(index), at_least_1d(src)};
+  check_index_fits("scatter_add", v.index, dim, v.a, "dst");
+  check_index_fits("scatter_add", v.index, dim, v.b, "src", /*skip_dim=*/false);
+  find_rows(v, dim);
+  return v;
+}
+
+// The fast gather / scatter_add set-up: index as [P, S, Q] (S of a's dim), its values checked.
+struct RowPlan {
+  PSQ iv;
+  int64_t S;
+  const int64_t* idx;
+};
+RowPlan row_plan(const char* op, const ElementViews& v, int dim) {
+  RowPlan r{split_at(v.index.shape, dim), v.a.shape[dim], v.index.ptr<int64_t>()};
+  check_indices(op, r.idx, v.index.numel(), dim, r.S);
+  return r;
+}
+
 // Contiguous index values: the pointer itself, or a packed copy in `storage`.
 const int64_t* contiguous_index(const TensorView& index, std::vector<int64_t>& storage) {
   if (index.is_contiguous()) return index.ptr<int64_t>();
@@ -245,9 +303,8 @@ void scatter_add_rows(T* d, const int64_t* idx, const T* s, PSQ ix, int64_t S) {
 
 void index_select(const TensorView& src_, int dim, const TensorView& index,
                   const TensorView& out_) {
-  check_dtypes("index_select", index, src_, out_);
-  const TensorView src = at_least_1d(src_), out = at_least_1d(out_);
-  check_selected("index_select", src, dim, index.numel(), out, "src", "out");
+  const SelectViews v = checked_select("index_select", src_, dim, index, out_, "src", "out");
+  const TensorView &src = v.full, &out = v.sel;
   if (!src.is_contiguous() || !out.is_contiguous())
     return ref::index_select(src_, dim, index, out_);
   // src [P, S, Q] -> out [P, K, Q]
@@ -269,9 +326,8 @@ void index_select(const TensorView& src_, int dim, const TensorView& index,
 }
 
 void index_add(const TensorView& dst_, int dim, const TensorView& index, const TensorView& src_) {
-  check_dtypes("index_add", index, dst_, src_);
-  const TensorView dst = at_least_1d(dst_), src = at_least_1d(src_);
-  check_selected("index_add", dst, dim, index.numel(), src, "dst", "src");
+  const SelectViews v = checked_select("index_add", dst_, dim, index, src_, "dst", "src");
+  const TensorView &dst = v.full, &src = v.sel;
   if (!dst.is_contiguous() || !src.is_contiguous())
     return ref::index_add(dst_, dim, index, src_);
   // dst [P, S, Q] += scattered src [P, K, Q]
@@ -285,126 +341,105 @@ void index_add(const TensorView& dst_, int dim, const TensorView& index, const T
 }
 
 void gather(const TensorView& src_, int dim, const TensorView& index_, const TensorView& out_) {
-  check_dtypes("gather", index_, src_, out_);
-  const TensorView src = at_least_1d(src_), index = at_least_1d(index_);
-  const TensorView out = at_least_1d(out_);
-  check_index_fits("gather", index, dim, src, "src");
-  GRAFT_CHECK(out.shape == index.shape, "gather: out has shape {}, expected the index shape {}",
-              out.shape, index.shape);
-  // Fast path: everything contiguous and src shaped like index except along dim.
-  if (!src.is_contiguous() || !index.is_contiguous() || !out.is_contiguous() ||
-      !same_except(src.shape, index.shape, dim))
-    return ref::gather(src_, dim, index_, out_);
-  const PSQ iv = split_at(index.shape, dim);
-  const int64_t S = src.shape[dim];
-  const int64_t* idx = index.ptr<int64_t>();
-  check_indices("gather", idx, index.numel(), dim, S);
-  GRAFT_DISPATCH_ALL(src.dtype, "gather", T,
-                     [&] { gather_rows(src.ptr<T>(), idx, out.ptr<T>(), iv, S); });
+  const ElementViews v = checked_gather(src_, dim, index_, out_);
+  if (!v.rows) return ref::gather(src_, dim, index_, out_);
+  const RowPlan r = row_plan("gather", v, dim);
+  GRAFT_DISPATCH_ALL(v.a.dtype, "gather", T,
+                     [&] { gather_rows(v.a.ptr<T>(), r.idx, v.b.ptr<T>(), r.iv, r.S); });
 }
 
 void scatter_add(const TensorView& dst_, int dim, const TensorView& index_,
                  const TensorView& src_) {
-  check_dtypes("scatter_add", index_, dst_, src_);
-  const TensorView dst = at_least_1d(dst_), index = at_least_1d(index_);
-  const TensorView src = at_least_1d(src_);
-  check_index_fits("scatter_add", index, dim, dst, "dst");
-  check_index_fits("scatter_add", index, dim, src, "src", /*skip_dim=*/false);
-  if (!dst.is_contiguous() || !index.is_contiguous() || !src.is_contiguous() ||
-      !(src.shape == index.shape) || !same_except(dst.shape, index.shape, dim))
-    return ref::scatter_add(dst_, dim, index_, src_);
-  const PSQ iv = split_at(index.shape, dim);
-  const int64_t S = dst.shape[dim];
-  const int64_t* idx = index.ptr<int64_t>();
-  check_indices("scatter_add", idx, index.numel(), dim, S);
-  GRAFT_DISPATCH_FLOAT(dst.dtype, "scatter_add", T,
-                       [&] { scatter_add_rows(dst.ptr<T>(), idx, src.ptr<T>(), iv, S); });
+  const ElementViews v = checked_scatter_add(dst_, dim, index_, src_);
+  if (!v.rows) return ref::scatter_add(dst_, dim, index_, src_);
+  const RowPlan r = row_plan("scatter_add", v, dim);
+  GRAFT_DISPATCH_FLOAT(v.a.dtype, "scatter_add", T,
+                       [&] { scatter_add_rows(v.a.ptr<T>(), r.idx, v.b.ptr<T>(), r.iv, r.S); });
 }
 
 // ---------------------------------------------------------------------------------------------
 // Reference kernels: one element at a time, any strides. Each loop walks one tensor with
 // for_each_offset and recovers the coordinates of the others from the linear index.
 
+// Reference index_select / index_add: f(sel_off, full_off) for every element of `sel` (any
+// strides), full_off being the element of `full` it selects (dim -> idx[its coordinate]).
+template <class F>
+void for_each_selected(const TensorView& full, int dim, const std::vector<int64_t>& idx,
+                       const TensorView& sel, F f) {
+  int64_t c[kMaxDims];
+  for_each_offset(sel.shape, sel.strides, [&](int64_t i, int64_t off) {
+    unravel(i, sel.shape, c);
+    c[dim] = idx[c[dim]];
+    f(off, offset_of(c, full.strides));
+  });
+}
+
+// Reference gather / scatter_add: f(other_off, full_off) for every element of `index` (any
+// strides): other_off at the index element's coordinates in `other`, full_off there with dim
+// -> the index value, checked against full's dim just before it is used.
+template <class F>
+void for_each_indexed(const char* op, const TensorView& full, int dim, const TensorView& index,
+                      const TensorView& other, F f) {
+  const int64_t* ip = index.ptr<int64_t>();
+  int64_t c[kMaxDims];
+  for_each_offset(index.shape, index.strides, [&](int64_t i, int64_t off) {
+    unravel(i, index.shape, c);
+    const int64_t other_off = offset_of(c, other.strides);
+    c[dim] = ip[off];
+    check_index(op, c[dim], dim, full.shape[dim]);
+    f(other_off, offset_of(c, full.strides));
+  });
+}
+
 namespace ref {
 
 void index_select(const TensorView& src_, int dim, const TensorView& index,
                   const TensorView& out_) {
-  check_dtypes("index_select", index, src_, out_);
-  const TensorView src = at_least_1d(src_), out = at_least_1d(out_);
-  check_selected("index_select", src, dim, index.numel(), out, "src", "out");
+  const SelectViews v = checked_select("index_select", src_, dim, index, out_, "src", "out");
+  const TensorView &src = v.full, &out = v.sel;
   const std::vector<int64_t> idx = read_index(index);
   check_indices("index_select", idx.data(), idx.size(), dim, src.shape[dim]);
   GRAFT_DISPATCH_ALL(src.dtype, "index_select", T, [&] {
     const T* s = src.ptr<T>();
     T* o = out.ptr<T>();
-    int64_t c[kMaxDims];
-    for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
-      unravel(i, out.shape, c);
-      c[dim] = idx[c[dim]];
-      o[off] = s[offset_of(c, src.strides)];
-    });
+    for_each_selected(src, dim, idx, out,
+                      [&](int64_t o_off, int64_t s_off) { o[o_off] = s[s_off]; });
   });
 }
 
 void index_add(const TensorView& dst_, int dim, const TensorView& index, const TensorView& src_) {
-  check_dtypes("index_add", index, dst_, src_);
-  const TensorView dst = at_least_1d(dst_), src = at_least_1d(src_);
-  check_selected("index_add", dst, dim, index.numel(), src, "dst", "src");
+  const SelectViews v = checked_select("index_add", dst_, dim, index, src_, "dst", "src");
+  const TensorView &dst = v.full, &src = v.sel;
   const std::vector<int64_t> idx = read_index(index);
   check_indices("index_add", idx.data(), idx.size(), dim, dst.shape[dim]);
   GRAFT_DISPATCH_FLOAT(dst.dtype, "index_add", T, [&] {
     T* d = dst.ptr<T>();
     const T* s = src.ptr<T>();
-    int64_t c[kMaxDims];
-    for_each_offset(src.shape, src.strides, [&](int64_t i, int64_t off) {
-      unravel(i, src.shape, c);
-      c[dim] = idx[c[dim]];
-      d[offset_of(c, dst.strides)] += s[off];
-    });
+    for_each_selected(dst, dim, idx, src,
+                      [&](int64_t s_off, int64_t d_off) { d[d_off] += s[s_off]; });
   });
 }
 
 void gather(const TensorView& src_, int dim, const TensorView& index_, const TensorView& out_) {
-  check_dtypes("gather", index_, src_, out_);
-  const TensorView src = at_least_1d(src_), index = at_least_1d(index_);
-  const TensorView out = at_least_1d(out_);
-  check_index_fits("gather", index, dim, src, "src");
-  GRAFT_CHECK(out.shape == index.shape, "gather: out has shape {}, expected the index shape {}",
-              out.shape, index.shape);
-  const int64_t* ip = index.ptr<int64_t>();
+  const ElementViews v = checked_gather(src_, dim, index_, out_);
+  const TensorView &src = v.a, &index = v.index, &out = v.b;
   GRAFT_DISPATCH_ALL(src.dtype, "gather", T, [&] {
     const T* s = src.ptr<T>();
     T* o = out.ptr<T>();
-    int64_t c[kMaxDims];
-    for_each_offset(index.shape, index.strides, [&](int64_t i, int64_t off) {
-      unravel(i, index.shape, c);
-      const int64_t out_off = offset_of(c, out.strides);
-      c[dim] = ip[off];
-      check_index("gather", c[dim], dim, src.shape[dim]);
-      o[out_off] = s[offset_of(c, src.strides)];
-    });
+    for_each_indexed("gather", src, dim, index, out,
+                     [&](int64_t o_off, int64_t s_off) { o[o_off] = s[s_off]; });
   });
 }
 
 void scatter_add(const TensorView& dst_, int dim, const TensorView& index_,
                  const TensorView& src_) {
-  check_dtypes("scatter_add", index_, dst_, src_);
-  const TensorView dst = at_least_1d(dst_), index = at_least_1d(index_);
-  const TensorView src = at_least_1d(src_);
-  check_index_fits("scatter_add", index, dim, dst, "dst");
-  check_index_fits("scatter_add", index, dim, src, "src", /*skip_dim=*/false);
-  const int64_t* ip = index.ptr<int64_t>();
+  const ElementViews v = checked_scatter_add(dst_, dim, index_, src_);
+  const TensorView &dst = v.a, &index = v.index, &src = v.b;
   GRAFT_DISPATCH_FLOAT(dst.dtype, "scatter_add", T, [&] {
     T* d = dst.ptr<T>();
     const T* s = src.ptr<T>();
-    int64_t c[kMaxDims];
-    for_each_offset(index.shape, index.strides, [&](int64_t i, int64_t off) {
-      unravel(i, index.shape, c);
-      const T v = s[offset_of(c, src.strides)];
-      c[dim] = ip[off];
-      check_index("scatter_add", c[dim], dim, dst.shape[dim]);
-      d[offset_of(c, dst.strides)] += v;
-    });
+    for_each_indexed("scatter_add", dst, dim, index, src,
+                     [&](int64_t s_off, int64_t d_off) { d[d_off] += s[s_off]; });
   });
 }
 
