@@ -88,6 +88,19 @@ std::vector<ParamGroup> param_groups_no_decay(const NamedTensors& named_params,
 }
 
 // ------------------------------------------------------------------ Optimizer
+void Optimizer::resolve(ParamGroup& g) const {
+  for (const HyperField& h : hyper()) {
+    double& x = g.*h.member;
+    inherit(x, h.option);
+    const bool ok = h.accepts == Accepts::finite ? std::isfinite(x)
+                    : h.accepts == Accepts::unit ? x >= 0 && x < 1
+                                                 : x >= 0;
+    GRAFT_CHECK(ok, "{}: invalid {} {}{}", name(), h.what ? h.what : h.key, x,
+                h.accepts == Accepts::unit ? " (must be in [0, 1))" : "");
+  }
+  check_group(g);
+}
+
 void Optimizer::init(std::vector<ParamGroup> groups) {
   size_t n = 0;
   for (auto& g : groups) n += g.params.size();
@@ -207,8 +220,8 @@ NamedTensors Optimizer::state_dict() const {
     std::vector<int64_t> ids(g.params.size());
     for (auto& id : ids) id = idx++;
     sd.emplace_back(fmt::format("group.{}.params", gi), from_vector(ids, {int64_t(ids.size())}));
-    for (auto& [key, field] : hyper())
-      sd.emplace_back(fmt::format("group.{}.{}", gi, key), scalar_tensor(g.*field, DType::f64));
+    for (const HyperField& h : hyper())
+      sd.emplace_back(fmt::format("group.{}.{}", gi, h.key), scalar_tensor(g.*h.member, DType::f64));
   }
   for (auto& [i, s] : state_) {
     sd.emplace_back(fmt::format("state.{}.step", i), scalar_tensor(double(s.step), DType::f64));
@@ -258,11 +271,11 @@ void Optimizer::load_state_dict(const NamedTensors& sd) {
                   params.size());
       params.push_back(&g.params[j]);
     }
-    for (auto& [name, member] : hyper()) {
-      const std::string hk = fmt::format("group.{}.{}", gi, name);
+    for (const HyperField& h : hyper()) {
+      const std::string hk = fmt::format("group.{}.{}", gi, h.key);
       const double x = scalar_value(take(hk), op, hk);
       GRAFT_CHECK(std::isfinite(x), "{}: '{}' is {}", op, hk, x);
-      g.*member = x;
+      g.*h.member = x;
     }
     resolve(g);  // validates the loaded values
   }
@@ -308,7 +321,7 @@ void Optimizer::load_state_dict(const NamedTensors& sd) {
 
   // commit
   for (size_t gi = 0; gi < groups.size(); ++gi)
-    for (auto& [name, member] : hyper()) groups_[gi].*member = groups[gi].*member;
+    for (const HyperField& h : hyper()) groups_[gi].*h.member = groups[gi].*h.member;
   state_ = std::move(state);
 }
 
@@ -320,25 +333,17 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options) : opt_(options) {
   init(std::move(groups));
 }
 
-void SGD::resolve(ParamGroup& g) const {
-  inherit(g.lr, opt_.lr);
-  inherit(g.momentum, opt_.momentum);
-  inherit(g.dampening, opt_.dampening);
-  inherit(g.weight_decay, opt_.weight_decay);
-  GRAFT_CHECK(g.lr >= 0, "SGD: invalid learning rate {}", g.lr);
-  GRAFT_CHECK(g.momentum >= 0, "SGD: invalid momentum {}", g.momentum);
-  GRAFT_CHECK(std::isfinite(g.dampening), "SGD: invalid dampening {}", g.dampening);
-  GRAFT_CHECK(g.weight_decay >= 0, "SGD: invalid weight_decay {}", g.weight_decay);
+Optimizer::Hyper SGD::hyper() const {
+  return {{"lr", &ParamGroup::lr, opt_.lr, Accepts::nonnegative, "learning rate"},
+          {"momentum", &ParamGroup::momentum, opt_.momentum},
+          {"dampening", &ParamGroup::dampening, opt_.dampening, Accepts::finite},
+          {"weight_decay", &ParamGroup::weight_decay, opt_.weight_decay}};
+}
+
+void SGD::check_group(const ParamGroup& g) const {
   GRAFT_CHECK(!opt_.nesterov || (g.momentum > 0 && g.dampening == 0),
               "SGD: Nesterov momentum requires a momentum > 0 and zero dampening (got momentum "
               "{}, dampening {})", g.momentum, g.dampening);
-}
-
-Optimizer::Hyper SGD::hyper() const {
-  return {{"lr", &ParamGroup::lr},
-          {"momentum", &ParamGroup::momentum},
-          {"dampening", &ParamGroup::dampening},
-          {"weight_decay", &ParamGroup::weight_decay}};
 }
 
 void SGD::update(const ParamGroup& g, const Tensor& p, const Tensor& grad, ParamState& s,
@@ -380,26 +385,12 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
   init(std::move(groups));
 }
 
-void Adam::resolve(ParamGroup& g) const {
-  inherit(g.lr, opt_.lr);
-  inherit(g.beta1, opt_.beta1);
-  inherit(g.beta2, opt_.beta2);
-  inherit(g.eps, opt_.eps);
-  inherit(g.weight_decay, opt_.weight_decay);
-  const std::string n = name();
-  GRAFT_CHECK(g.lr >= 0, "{}: invalid learning rate {}", n, g.lr);
-  GRAFT_CHECK(g.eps >= 0, "{}: invalid epsilon {}", n, g.eps);
-  GRAFT_CHECK(g.beta1 >= 0 && g.beta1 < 1, "{}: invalid beta1 {} (must be in [0, 1))", n, g.beta1);
-  GRAFT_CHECK(g.beta2 >= 0 && g.beta2 < 1, "{}: invalid beta2 {} (must be in [0, 1))", n, g.beta2);
-  GRAFT_CHECK(g.weight_decay >= 0, "{}: invalid weight_decay {}", n, g.weight_decay);
-}
-
 Optimizer::Hyper Adam::hyper() const {
-  return {{"lr", &ParamGroup::lr},
-          {"beta1", &ParamGroup::beta1},
-          {"beta2", &ParamGroup::beta2},
-          {"eps", &ParamGroup::eps},
-          {"weight_decay", &ParamGroup::weight_decay}};
+  return {{"lr", &ParamGroup::lr, opt_.lr, Accepts::nonnegative, "learning rate"},
+          {"beta1", &ParamGroup::beta1, opt_.beta1, Accepts::unit},
+          {"beta2", &ParamGroup::beta2, opt_.beta2, Accepts::unit},
+          {"eps", &ParamGroup::eps, opt_.eps, Accepts::nonnegative, "epsilon"},
+          {"weight_decay", &ParamGroup::weight_decay, opt_.weight_decay}};
 }
 
 void Adam::update(const ParamGroup& g, const Tensor& p, const Tensor& grad, ParamState& s,
@@ -429,22 +420,11 @@ Adagrad::Adagrad(std::vector<ParamGroup> groups, AdagradOptions options) : opt_(
   init(std::move(groups));
 }
 
-void Adagrad::resolve(ParamGroup& g) const {
-  inherit(g.lr, opt_.lr);
-  inherit(g.lr_decay, opt_.lr_decay);
-  inherit(g.weight_decay, opt_.weight_decay);
-  inherit(g.eps, opt_.eps);
-  GRAFT_CHECK(g.lr >= 0, "Adagrad: invalid learning rate {}", g.lr);
-  GRAFT_CHECK(g.lr_decay >= 0, "Adagrad: invalid lr_decay {}", g.lr_decay);
-  GRAFT_CHECK(g.weight_decay >= 0, "Adagrad: invalid weight_decay {}", g.weight_decay);
-  GRAFT_CHECK(g.eps >= 0, "Adagrad: invalid epsilon {}", g.eps);
-}
-
 Optimizer::Hyper Adagrad::hyper() const {
-  return {{"lr", &ParamGroup::lr},
-          {"lr_decay", &ParamGroup::lr_decay},
-          {"eps", &ParamGroup::eps},
-          {"weight_decay", &ParamGroup::weight_decay}};
+  return {{"lr", &ParamGroup::lr, opt_.lr, Accepts::nonnegative, "learning rate"},
+          {"lr_decay", &ParamGroup::lr_decay, opt_.lr_decay},
+          {"eps", &ParamGroup::eps, opt_.eps, Accepts::nonnegative, "epsilon"},
+          {"weight_decay", &ParamGroup::weight_decay, opt_.weight_decay}};
 }
 
 void Adagrad::update(const ParamGroup& g, const Tensor& p, const Tensor& grad, ParamState& s,

@@ -90,11 +90,24 @@ class Optimizer {
 
  protected:
   Optimizer() = default;
-  // Fills g's kInherit fields from the options and validates them (graft::Error).
-  virtual void resolve(ParamGroup& g) const = 0;
-  // The group fields saved in state_dict, as (key, member).
-  using Hyper = std::vector<std::pair<const char*, double ParamGroup::*>>;
+  // One group field this optimizer reads: its state_dict key, the member, the options' value
+  // that a kInherit field takes, and the values it accepts (graft::Error "<name>: invalid
+  // <what> <value>" otherwise; what = the key unless given).
+  enum class Accepts { nonnegative, unit /* [0, 1) */, finite };
+  struct HyperField {
+    const char* key;
+    double ParamGroup::* member;
+    double option;
+    Accepts accepts = Accepts::nonnegative;
+    const char* what = nullptr;
+  };
+  using Hyper = std::vector<HyperField>;
   virtual Hyper hyper() const = 0;
+  // Fills g's kInherit fields from the options and validates them (graft::Error): each field
+  // of hyper(), then check_group.
+  void resolve(ParamGroup& g) const;
+  // Checks across fields (e.g. SGD's Nesterov needs momentum); none by default.
+  virtual void check_group(const ParamGroup&) const {}
   // The state buffer names this optimizer may create.
   virtual std::vector<std::string> buffer_names() const = 0;
   // One update of contiguous `p` (a parameter or a copy of it) with contiguous `grad`; `s`
@@ -136,8 +149,8 @@ class SGD : public Optimizer {
   const SGDOptions& options() const { return opt_; }
 
  protected:
-  void resolve(ParamGroup& g) const override;
   Hyper hyper() const override;
+  void check_group(const ParamGroup& g) const override;
   std::vector<std::string> buffer_names() const override { return {"momentum_buffer"}; }
   std::vector<std::string> required_buffers() const override { return {}; }
   void update(const ParamGroup& g, const Tensor& p, const Tensor& grad, ParamState& s,
@@ -166,7 +179,6 @@ class Adam : public Optimizer {
 
  protected:
   Adam(AdamOptions options, bool decoupled) : opt_(options), decoupled_(decoupled) {}
-  void resolve(ParamGroup& g) const override;
   Hyper hyper() const override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   void update(const ParamGroup& g, const Tensor& p, const Tensor& grad, ParamState& s,
@@ -209,7 +221,6 @@ class Adagrad : public Optimizer {
   const AdagradOptions& options() const { return opt_; }
 
  protected:
-  void resolve(ParamGroup& g) const override;
   Hyper hyper() const override;
   std::vector<std::string> buffer_names() const override { return {"sum"}; }
   void update(const ParamGroup& g, const Tensor& p, const Tensor& grad, ParamState& s,
