@@ -21,12 +21,31 @@ TensorView none_view(DType dt) {
   return v;
 }
 
-void check_conv_args(const Conv1dArgs& a, const char* op) {
+// The two tensor operands of a conv op (x and w, or dy and w, or x and dy): defined, floating,
+// one dtype; and the convolution's arguments.
+void check_conv_inputs(const Tensor& x, const Tensor& y, const Conv1dArgs& a, const char* op) {
+  check_defined(x, op);
+  check_defined(y, op);
+  detail::check_float(x, op);
+  detail::check_same_dtype(x, y, op);
   GRAFT_CHECK(a.stride >= 1, "{}: stride must be >= 1, got {}", op, a.stride);
   GRAFT_CHECK(a.dilation >= 1, "{}: dilation must be >= 1, got {}", op, a.dilation);
   GRAFT_CHECK(a.pad_l >= 0 && a.pad_r >= 0, "{}: padding must be >= 0, got {} / {}", op, a.pad_l,
               a.pad_r);
   GRAFT_CHECK(a.groups >= 1, "{}: groups must be >= 1, got {}", op, a.groups);
+}
+
+// Records `out` = op(inputs), saving the first two inputs: backward(c, first, second, grad)
+// returns the gradients of the inputs.
+template <class F>
+void record_saving_two(const char* op, std::initializer_list<Tensor> inputs, Tensor& out,
+                       F backward) {
+  if (auto n = record(op, inputs, [backward](BackwardCtx& c) -> std::vector<Tensor> {
+        return backward(c, c.saved_tensor(0), c.saved_tensor(1), c.grad());
+      })) {
+    n->saved = {SavedTensor::input(inputs.begin()[0]), SavedTensor::input(inputs.begin()[1])};
+    set_history(out, n);
+  }
 }
 
 // y = conv1d(x, w) + b on a batched x (kernel + autograd).
@@ -38,17 +57,14 @@ Tensor conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Con
   detail::need(be.conv1d, "conv1d", x)(x.kview(), w.kview(),
                                        b.defined() ? b.kview() : none_view(x.dtype()), a,
                                        y.kview());
-  if (auto n = record("conv1d", {x, w, b}, [a, L, K](BackwardCtx& c) -> std::vector<Tensor> {
-        Tensor x = c.saved_tensor(0), w = c.saved_tensor(1);
-        const Tensor& dy = c.grad();
-        // dx = conv1d^T(dy, w); dw = sum_{b,t} dy x-taps; db = sum_{b,t} dy
-        return {c.needs(0) ? conv1d_backward_input(dy, w, L, a) : Tensor(),
-                c.needs(1) ? conv1d_backward_weight(x, dy, K, a) : Tensor(),
-                c.needs(2) ? sum(dy, {0, 2}) : Tensor()};
-      })) {
-    n->saved = {SavedTensor::input(x), SavedTensor::input(w)};
-    set_history(y, n);
-  }
+  record_saving_two("conv1d", {x, w, b}, y,
+                    [a, L, K](BackwardCtx& c, const Tensor& x, const Tensor& w,
+                              const Tensor& dy) -> std::vector<Tensor> {
+                      // dx = conv1d^T(dy, w); dw = sum_{b,t} dy x-taps; db = sum_{b,t} dy
+                      return {c.needs(0) ? conv1d_backward_input(dy, w, L, a) : Tensor(),
+                              c.needs(1) ? conv1d_backward_weight(x, dy, K, a) : Tensor(),
+                              c.needs(2) ? sum(dy, {0, 2}) : Tensor()};
+                    });
   return y;
 }
 
@@ -75,11 +91,7 @@ int64_t conv1d_output_length(int64_t L, int64_t K, int64_t stride, int64_t pad_l
 
 Tensor conv1d_backward_input(const Tensor& dy, const Tensor& w, int64_t L, const Conv1dArgs& a) {
   const char* op = "conv1d_backward_input";
-  check_defined(dy, op);
-  check_defined(w, op);
-  detail::check_float(dy, op);
-  detail::check_same_dtype(dy, w, op);
-  check_conv_args(a, op);
+  check_conv_inputs(dy, w, a, op);
   GRAFT_CHECK(w.dim() == 3 && w.shape()[0] % a.groups == 0, "{}: weight {} must be [C_out, "
               "C_in/groups, K] with C_out divisible by groups {}", op, w.shape(), a.groups);
   GRAFT_CHECK(dy.dim() == 3, "{}: dy must be [B, C_out, L_out], got {}", op, dy.shape());
@@ -89,26 +101,19 @@ Tensor conv1d_backward_input(const Tensor& dy, const Tensor& w, int64_t L, const
   const Backend& be = detail::backend(op, {&dy, &w});
   Tensor dx = Tensor::empty({dy.shape()[0], Cin, L}, dy.options());
   detail::need(be.conv1d_backward_input, op, dy)(dy.kview(), w.kview(), a, dx.kview());
-  if (auto n = record(op, {dy, w}, [a, K](BackwardCtx& c) -> std::vector<Tensor> {
-        Tensor dy = c.saved_tensor(0), w = c.saved_tensor(1);
-        const Tensor& g = c.grad();
-        // d(dy) = conv1d(g, w); d(w) = weight-grad of conv1d(g) against dy
-        return {c.needs(0) ? conv_forward(g, w, Tensor(), a) : Tensor(),
-                c.needs(1) ? conv1d_backward_weight(g, dy, K, a) : Tensor()};
-      })) {
-    n->saved = {SavedTensor::input(dy), SavedTensor::input(w)};
-    set_history(dx, n);
-  }
+  record_saving_two(op, {dy, w}, dx,
+                    [a, K](BackwardCtx& c, const Tensor& dy, const Tensor& w,
+                           const Tensor& g) -> std::vector<Tensor> {
+                      // d(dy) = conv1d(g, w); d(w) = weight-grad of conv1d(g) against dy
+                      return {c.needs(0) ? conv_forward(g, w, Tensor(), a) : Tensor(),
+                              c.needs(1) ? conv1d_backward_weight(g, dy, K, a) : Tensor()};
+                    });
   return dx;
 }
 
 Tensor conv1d_backward_weight(const Tensor& x, const Tensor& dy, int64_t K, const Conv1dArgs& a) {
   const char* op = "conv1d_backward_weight";
-  check_defined(x, op);
-  check_defined(dy, op);
-  detail::check_float(x, op);
-  detail::check_same_dtype(x, dy, op);
-  check_conv_args(a, op);
+  check_conv_inputs(x, dy, a, op);
   GRAFT_CHECK(x.dim() == 3 && dy.dim() == 3, "{}: x and dy must be 3-D, got {} and {}", op,
               x.shape(), dy.shape());
   const int64_t B = x.shape()[0], Cin = x.shape()[1], L = x.shape()[2], Cout = dy.shape()[1];
@@ -119,16 +124,13 @@ Tensor conv1d_backward_weight(const Tensor& x, const Tensor& dy, int64_t K, cons
   Tensor dw = Tensor::empty({Cout, Cin / a.groups, K}, x.options());
   detail::need(be.conv1d_backward_weight, op, x)(x.kview(), dy.kview(), a, dw.kview(),
                                                  none_view(x.dtype()));
-  if (auto n = record(op, {x, dy}, [a, L](BackwardCtx& c) -> std::vector<Tensor> {
-        Tensor x = c.saved_tensor(0), dy = c.saved_tensor(1);
-        const Tensor& g = c.grad();
-        // d(x) = conv1d^T(dy, g); d(dy) = conv1d(x, g)
-        return {c.needs(0) ? conv1d_backward_input(dy, g, L, a) : Tensor(),
-                c.needs(1) ? conv_forward(x, g, Tensor(), a) : Tensor()};
-      })) {
-    n->saved = {SavedTensor::input(x), SavedTensor::input(dy)};
-    set_history(dw, n);
-  }
+  record_saving_two(op, {x, dy}, dw,
+                    [a, L](BackwardCtx& c, const Tensor& x, const Tensor& dy,
+                           const Tensor& g) -> std::vector<Tensor> {
+                      // d(x) = conv1d^T(dy, g); d(dy) = conv1d(x, g)
+                      return {c.needs(0) ? conv1d_backward_input(dy, g, L, a) : Tensor(),
+                              c.needs(1) ? conv_forward(x, g, Tensor(), a) : Tensor()};
+                    });
   return dw;
 }
 
@@ -136,11 +138,7 @@ namespace {
 
 Tensor conv1d_args(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dArgs& a) {
   const char* op = "conv1d";
-  check_defined(x, op);
-  check_defined(w, op);
-  detail::check_float(x, op);
-  detail::check_same_dtype(x, w, op);
-  check_conv_args(a, op);
+  check_conv_inputs(x, w, a, op);
   GRAFT_CHECK(x.dim() == 3 || x.dim() == 2,
               "conv1d: input must be [B, C_in, L] or unbatched [C_in, L], got {}; hint: a batch "
               "of embedded tokens [B, L, C] needs .transpose(1, 2) first", x.shape());
@@ -243,37 +241,33 @@ Tensor pool_checked(const Tensor& x, Pool1dArgs a, std::optional<int64_t> stride
 
 Tensor max_pool1d(const Tensor& x, int64_t kernel_size, std::optional<int64_t> stride,
                   int64_t padding, int64_t dilation) {
-  Pool1dArgs a;
-  a.kind = PoolKind::max;
-  a.kernel = kernel_size;
-  a.dilation = dilation;
-  return pool_checked(x, a, stride, padding);
+  return pool_checked(x, {.kind = PoolKind::max, .kernel = kernel_size, .dilation = dilation},
+                      stride, padding);
 }
 
 Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, std::optional<int64_t> stride,
                   int64_t padding, bool count_include_pad) {
-  Pool1dArgs a;
-  a.kind = PoolKind::avg;
-  a.kernel = kernel_size;
-  a.count_include_pad = count_include_pad;
-  return pool_checked(x, a, stride, padding);
+  return pool_checked(
+      x, {.kind = PoolKind::avg, .kernel = kernel_size, .count_include_pad = count_include_pad},
+      stride, padding);
 }
 
-Tensor global_avg_pool1d(const Tensor& x) {
-  check_defined(x, "global_avg_pool1d");
-  GRAFT_CHECK(x.dim() == 3 || x.dim() == 2, "global_avg_pool1d: input must be [B, C, L] or "
-              "[C, L], got {}", x.shape());
-  GRAFT_CHECK(x.shape().back() >= 1, "global_avg_pool1d: empty sequence (L = 0)");
-  return avg_pool1d(x, x.shape().back()).squeeze(-1);
+namespace {
+// Pooling over the whole sequence: one window of x's full length L.
+Tensor global_pool1d(const Tensor& x, PoolKind kind) {
+  const char* op = kind == PoolKind::max ? "global_max_pool1d" : "global_avg_pool1d";
+  check_defined(x, op);
+  GRAFT_CHECK(x.dim() == 3 || x.dim() == 2, "{}: input must be [B, C, L] or [C, L], got {}", op,
+              x.shape());
+  const int64_t L = x.shape().back();
+  GRAFT_CHECK(L >= 1, "{}: empty sequence (L = 0)", op);
+  return (kind == PoolKind::max ? max_pool1d(x, L) : avg_pool1d(x, L)).squeeze(-1);
 }
+}  // namespace
 
-Tensor global_max_pool1d(const Tensor& x) {
-  check_defined(x, "global_max_pool1d");
-  GRAFT_CHECK(x.dim() == 3 || x.dim() == 2, "global_max_pool1d: input must be [B, C, L] or "
-              "[C, L], got {}", x.shape());
-  GRAFT_CHECK(x.shape().back() >= 1, "global_max_pool1d: empty sequence (L = 0)");
-  return max_pool1d(x, x.shape().back()).squeeze(-1);
-}
+Tensor global_avg_pool1d(const Tensor& x) { return global_pool1d(x, PoolKind::avg); }
+
+Tensor global_max_pool1d(const Tensor& x) { return global_pool1d(x, PoolKind::max); }
 
 Tensor max_pool1d_backward(const Tensor& dy, const Tensor& idx, int64_t L, const Pool1dArgs& a) {
   const char* op = "max_pool1d_backward";
