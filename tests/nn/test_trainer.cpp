@@ -58,8 +58,7 @@ TEST_CASE("Trainer: 10 steps + checkpoint + fresh objects + resume == 20 steps, 
     // scheduler and batch generator; everything must come from the checkpoint
     Run r(999);
     r.batches = Generator(77);
-    nn::TrainerOptions o = base_options(20, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(20, tmp.str());
     auto t = r.trainer(o);
     nn::TrainResult res = t->fit();
     CHECK(res.start_step == 10);
@@ -115,8 +114,7 @@ TEST_CASE("Trainer: SIGINT finishes the step, saves a checkpoint that resumes bi
   CHECK(ptr["dir"] == "checkpoint/step-00000006");
   {
     Run r(999);
-    nn::TrainerOptions o = base_options(20, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(20, tmp.str());
     auto t = r.trainer(o);
     nn::TrainResult res = t->fit();
     CHECK(res.start_step == 6);
@@ -146,8 +144,7 @@ TEST_CASE("Trainer: request_stop() stops after the step; resume continues exactl
   }
   {
     Run r(3);
-    nn::TrainerOptions o = base_options(20, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(20, tmp.str());
     auto t = r.trainer(o);
     t->fit();
     second = t->losses();
@@ -174,8 +171,7 @@ TEST_CASE("Trainer: a crash after a checkpoint resumes from it and rewrites the 
   std::ofstream(tmp.dir / "checkpoint" / "step-00000009" / "model.safetensors") << "garbage";
   {
     Run r(999);
-    nn::TrainerOptions o = base_options(20, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(20, tmp.str());
     o.checkpoint_every = 5;
     auto t = r.trainer(o);
     nn::TrainResult res = t->fit();
@@ -189,13 +185,7 @@ TEST_CASE("Trainer: a crash after a checkpoint resumes from it and rewrites the 
 
 TEST_CASE("Trainer: checkpoint files are checked against the pointer before anything changes") {
   TempDir tmp("consistency");
-  {
-    Run r(1);
-    nn::TrainerOptions o = base_options(8, tmp.str());
-    o.checkpoint_every = 4;
-    o.keep_checkpoints = 2;
-    r.trainer(o)->fit();
-  }
+  train_checkpointed(tmp.str(), 8, 4, 2);
   const fs::path c4 = tmp.dir / "checkpoint" / "step-00000004";
   const fs::path c8 = tmp.dir / "checkpoint" / "step-00000008";
   REQUIRE(fs::exists(c4));  // keep_checkpoints = 2
@@ -206,8 +196,7 @@ TEST_CASE("Trainer: checkpoint files are checked against the pointer before anyt
                   fs::copy_options::overwrite_existing);
     Run r(999);
     const std::vector<double> before = r.params();
-    nn::TrainerOptions o = base_options(20, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(20, tmp.str());
     auto t = r.trainer(o);
     CHECK_THROWS_WITH_AS(t->fit(), doctest::Contains("mixed checkpoint"), Error);
     CHECK(r.params() == before);
@@ -220,8 +209,7 @@ TEST_CASE("Trainer: checkpoint files are checked against the pointer before anyt
     r.opt = std::make_unique<optim::AdamW>(r.model->parameters(), optim::AdamWOptions{.lr = 0.02});
     r.sched = std::make_unique<optim::CosineWithWarmup>(*r.opt, 3, 20);
     const std::vector<double> before = r.params();
-    nn::TrainerOptions o = base_options(20, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(20, tmp.str());
     auto t = r.trainer(o);
     CHECK_THROWS_AS(t->fit(), Error);
     CHECK(r.params() == before);
@@ -229,8 +217,7 @@ TEST_CASE("Trainer: checkpoint files are checked against the pointer before anyt
   }
   SUBCASE("an unregistered generator in the checkpoint is an error naming it") {
     Run r(1);
-    nn::TrainerOptions o = base_options(20, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(20, tmp.str());
     o.progress = false;
     nn::Trainer t(o, *r.model, *r.opt, r.sched.get(), r.loss_fn(), r.eval_fn());
     CHECK_THROWS_WITH_AS(t.fit(), doctest::Contains("'batches'"), Error);
@@ -238,8 +225,7 @@ TEST_CASE("Trainer: checkpoint files are checked against the pointer before anyt
   SUBCASE("a corrupt pointer is an error") {
     std::ofstream(tmp.dir / "checkpoint.json") << "{not json";
     Run r(1);
-    nn::TrainerOptions o = base_options(20, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(20, tmp.str());
     CHECK_THROWS_WITH_AS(r.trainer(o)->fit(), doctest::Contains("checkpoint.json"), Error);
   }
   SUBCASE("a pointer leading outside the run directory is an error") {
@@ -248,8 +234,7 @@ TEST_CASE("Trainer: checkpoint files are checked against the pointer before anyt
         << R"( "model": "model.safetensors", "train_state": "train_state.safetensors",)"
         << R"( "checkpoint_id": "x"})";
     Run r(1);
-    nn::TrainerOptions o = base_options(20, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(20, tmp.str());
     CHECK_THROWS_AS(r.trainer(o)->fit(), Error);
   }
   SUBCASE("without resume, a run directory with a checkpoint is an error unless overwrite") {
@@ -269,8 +254,7 @@ TEST_CASE("Trainer: checkpoint files are checked against the pointer before anyt
 TEST_CASE("Trainer: resume without a checkpoint starts at step 0; resume past max_steps does nothing") {
   TempDir tmp("fresh");
   Run r(1);
-  nn::TrainerOptions o = base_options(4, tmp.str());
-  o.resume = true;
+  nn::TrainerOptions o = resume_options(4, tmp.str());
   nn::TrainResult res = r.trainer(o)->fit();
   CHECK(res.start_step == 0);
   CHECK(res.step == 4);

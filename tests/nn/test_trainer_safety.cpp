@@ -69,21 +69,14 @@ TEST_CASE("Trainer: weights that became non-finite are never checkpointed") {
 TEST_CASE("Trainer: resume without checkpoint.json uses the newest complete step directory") {
   const Reference& ref = reference();
   TempDir tmp("no_pointer");
-  {
-    Run r(1);
-    nn::TrainerOptions o = base_options(10, tmp.str());
-    o.checkpoint_every = 5;
-    o.keep_checkpoints = 2;
-    r.trainer(o)->fit();
-  }
+  train_checkpointed(tmp.str(), 10, 5, 2);
   REQUIRE(fs::exists(tmp.dir / "best_model.safetensors"));
   const std::string best = slurp(tmp.dir / "best_model.safetensors");
   fs::remove(tmp.dir / "checkpoint.json");
 
   SUBCASE("the newest one, bit-identical to an uninterrupted run; nothing deleted") {
     Run r(999);
-    nn::TrainerOptions o = base_options(20, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(20, tmp.str());
     auto t = r.trainer(o);
     nn::TrainResult res = t->fit();
     CHECK(res.start_step == 10);
@@ -93,8 +86,7 @@ TEST_CASE("Trainer: resume without checkpoint.json uses the newest complete step
   SUBCASE("a damaged newest directory is skipped for the one before it") {
     std::ofstream(tmp.dir / "checkpoint" / "step-00000010" / "model.safetensors") << "garbage";
     Run r(999);
-    nn::TrainerOptions o = base_options(20, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(20, tmp.str());
     nn::TrainResult res = r.trainer(o)->fit();
     CHECK(res.start_step == 5);
     CHECK(logged_losses(tmp.dir) == ref.losses);
@@ -104,8 +96,7 @@ TEST_CASE("Trainer: resume without checkpoint.json uses the newest complete step
       std::ofstream(tmp.dir / "checkpoint" / d / "train_state.safetensors") << "cut short";
     const std::string metrics = slurp(tmp.dir / "metrics.jsonl");
     Run r(999);
-    nn::TrainerOptions o = base_options(20, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(20, tmp.str());
     CHECK_THROWS_WITH_AS(r.trainer(o)->fit(), doctest::Contains("no complete checkpoint"), Error);
     CHECK(slurp(tmp.dir / "metrics.jsonl") == metrics);
     CHECK(slurp(tmp.dir / "best_model.safetensors") == best);
@@ -138,8 +129,7 @@ TEST_CASE("Trainer: a changed hyperparameter on resume is refused, naming it; st
   {
     Run r(999);
     const std::vector<double> before = r.params();
-    nn::TrainerOptions o = base_options(8, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(8, tmp.str());
     o.config_json = R"({"lr": 0.001, "batch": 8, "steps": 8})";
     CHECK_THROWS_WITH_AS(r.trainer(o)->fit(), doctest::Contains("lr: 0.03 -> 0.001"), Error);
     CHECK(r.params() == before);  // nothing was loaded
@@ -147,8 +137,7 @@ TEST_CASE("Trainer: a changed hyperparameter on resume is refused, naming it; st
   CHECK(slurp(tmp.dir / "checkpoint" / "step-00000004" / "train_state.safetensors") == state);
   {
     Run r(999);
-    nn::TrainerOptions o = base_options(8, tmp.str());
-    o.resume = true;
+    nn::TrainerOptions o = resume_options(8, tmp.str());
     o.config_json = R"({"lr": 0.03, "batch": 8, "steps": 8})";
     nn::TrainResult res = r.trainer(o)->fit();
     CHECK(res.start_step == 4);

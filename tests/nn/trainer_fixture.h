@@ -99,6 +99,24 @@ inline nn::TrainerOptions base_options(int64_t steps, const std::string& run_dir
   return o;
 }
 
+// base_options of a run that resumes from the checkpoint in run_dir.
+inline nn::TrainerOptions resume_options(int64_t steps, const std::string& run_dir) {
+  nn::TrainerOptions o = base_options(steps, run_dir);
+  o.resume = true;
+  return o;
+}
+
+// A fresh run (seed 1) of `steps` steps into run_dir, checkpointing every `every` steps and
+// keeping the newest `keep` checkpoints.
+inline void train_checkpointed(const std::string& run_dir, int64_t steps, int64_t every,
+                               int64_t keep) {
+  Run r(1);
+  nn::TrainerOptions o = base_options(steps, run_dir);
+  o.checkpoint_every = every;
+  o.keep_checkpoints = keep;
+  r.trainer(o)->fit();
+}
+
 // The uninterrupted reference: 20 steps in one go.
 struct Reference {
   std::vector<double> losses, params;
