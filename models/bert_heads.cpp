@@ -10,8 +10,9 @@
 
 namespace graft::models {
 
-BertClassifierBase::BertClassifierBase(BertConfig c, int64_t k, bool with_pooler, double p)
-    : config(c), num_labels(k) {
+BertClassifierBase::BertClassifierBase(const char* name, BertConfig c, int64_t k, bool with_pooler,
+                                       double p)
+    : config(c), num_labels(k), name_(name) {
   GRAFT_CHECK(k >= 1, "BERT classifier: num_labels must be >= 1, got {}", k);
   body = std::make_shared<BertForPreTraining>(c);
   bert = register_module("bert", std::make_shared<nn::Module>());
@@ -43,13 +44,13 @@ void BertClassifierBase::load_pretrained(const nn::StateDict& sd) {
   bert->load_state_dict(wanted, true);  // validates shapes and dtypes before copying
 }
 
-BertForSequenceClassification::BertForSequenceClassification(BertConfig c, int64_t k, double p)
-    : BertClassifierBase(c, k, true, p) {}
-
-std::string BertForSequenceClassification::repr() const {
-  return fmt::format("BertForSequenceClassification(hidden={}, layers={}, labels={})",
-                     config.hidden_size, config.num_layers, num_labels);
+std::string BertClassifierBase::repr() const {
+  return fmt::format("{}(hidden={}, layers={}, labels={})", name_, config.hidden_size,
+                     config.num_layers, num_labels);
 }
+
+BertForSequenceClassification::BertForSequenceClassification(BertConfig c, int64_t k, double p)
+    : BertClassifierBase("BertForSequenceClassification", c, k, true, p) {}
 
 Tensor BertForSequenceClassification::forward(const Tensor& ids, const Tensor& types) {
   Tensor pooled = body->pool(body->encode(ids, types));  // [B, C]
@@ -67,12 +68,7 @@ Tensor BertForSequenceClassification::loss(const Tensor& logits, const Tensor& l
 }
 
 BertForTokenClassification::BertForTokenClassification(BertConfig c, int64_t k, double p)
-    : BertClassifierBase(c, k, false, p) {}
-
-std::string BertForTokenClassification::repr() const {
-  return fmt::format("BertForTokenClassification(hidden={}, layers={}, labels={})",
-                     config.hidden_size, config.num_layers, num_labels);
-}
+    : BertClassifierBase("BertForTokenClassification", c, k, false, p) {}
 
 Tensor BertForTokenClassification::forward(const Tensor& ids, const Tensor& types) {
   Tensor h = body->encode(ids, types);               // [B, T, C]

@@ -32,6 +32,8 @@ class BertClassifierBase : public nn::Module {
   // Face's names). Other keys (cls.*, classifier.*) are ignored. graft::Error, changing
   // nothing, when a needed key is missing or a shape or dtype differs (the message names it).
   void load_pretrained(const nn::StateDict& state_dict);
+  // "<head name>(hidden=..., layers=..., labels=...)"
+  std::string repr() const override;
 
   const BertConfig config;
   const int64_t num_labels;
@@ -41,14 +43,17 @@ class BertClassifierBase : public nn::Module {
   std::shared_ptr<nn::Linear> classifier;
 
  protected:
-  BertClassifierBase(BertConfig config, int64_t num_labels, bool with_pooler, double classifier_dropout);
+  BertClassifierBase(const char* name, BertConfig config, int64_t num_labels, bool with_pooler,
+                     double classifier_dropout);
+
+ private:
+  const char* name_;  // the head's class name, for repr
 };
 
 class BertForSequenceClassification : public BertClassifierBase {
  public:
   // classifier_dropout < 0: config.dropout (HF's default). graft::Error for num_labels < 1.
   BertForSequenceClassification(BertConfig config, int64_t num_labels, double classifier_dropout = -1);
-  std::string repr() const override;
   using nn::Module::forward;
   // input_ids, token_type_ids int64 [B, T] -> logits [B, K]
   Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids);
@@ -59,7 +64,6 @@ class BertForSequenceClassification : public BertClassifierBase {
 class BertForTokenClassification : public BertClassifierBase {
  public:
   BertForTokenClassification(BertConfig config, int64_t num_labels, double classifier_dropout = -1);
-  std::string repr() const override;
   using nn::Module::forward;
   // input_ids, token_type_ids int64 [B, T] -> logits [B, T, K]
   Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids);
