@@ -398,20 +398,32 @@ void fill(const Entry& e, const Tensor& t, const uint8_t* bytes) {
   else convert(e, bytes, raw(t), static_cast<uint64_t>(t.numel()));
 }
 
+// A file of `size` bytes holds at least the 8-byte header length.
+void check_length_field(uint64_t size, const std::string& what) {
+  GRAFT_CHECK(size >= 8, "{}: file is {} bytes, too short for a safetensors file (at least 8 "
+              "bytes: the header length)", what, size);
+}
+
+// The header length in the first 8 bytes `len8` of a file of `size` (>= 8) bytes: it must fit
+// in the file and stay under kMaxHeaderBytes.
+uint64_t header_length(const uint8_t* len8, uint64_t size, const std::string& what) {
+  const uint64_t n = read_u64_le(len8);
+  GRAFT_CHECK(n <= size - 8, "{}: header length {} exceeds the file size ({} bytes after the "
+              "length field); the file is truncated or not a safetensors file", what, n,
+              size - 8);
+  GRAFT_CHECK(n <= kMaxHeaderBytes, "{}: header length {} exceeds the limit of {} bytes", what,
+              n, kMaxHeaderBytes);
+  return n;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ reading
 
 SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, const std::string& what) {
   GRAFT_CHECK(data != nullptr || size == 0, "{}: no data", what);
-  GRAFT_CHECK(size >= 8, "{}: file is {} bytes, too short for a safetensors file (at least 8 "
-              "bytes: the header length)", what, size);
-  uint64_t n = read_u64_le(data);
-  GRAFT_CHECK(n <= size - 8, "{}: header length {} exceeds the file size ({} bytes after the "
-              "length field); the file is truncated or not a safetensors file", what, n,
-              size - 8);
-  GRAFT_CHECK(n <= kMaxHeaderBytes, "{}: header length {} exceeds the limit of {} bytes", what,
-              n, kMaxHeaderBytes);
+  check_length_field(size, what);
+  const uint64_t n = header_length(data, size, what);
   const uint8_t* body = data + 8 + n;
   uint64_t data_size = size - 8 - n;
   Plan plan = parse_header(data + 8, n, data_size, what);
@@ -462,16 +474,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
   GRAFT_CHECK(::fstat(f.fd, &st) == 0, "{}: cannot stat: {}", path, std::strerror(errno));
   GRAFT_CHECK(S_ISREG(st.st_mode), "{}: not a regular file", path);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  GRAFT_CHECK(size >= 8, "{}: file is {} bytes, too short for a safetensors file (at least 8 "
-              "bytes: the header length)", path, size);
+  check_length_field(size, path);
   uint8_t len8[8];
   pread_all(f.fd, len8, 8, 0, path);
-  uint64_t n = read_u64_le(len8);
-  GRAFT_CHECK(n <= size - 8, "{}: header length {} exceeds the file size ({} bytes after the "
-              "length field); the file is truncated or not a safetensors file", path, n,
-              size - 8);
-  GRAFT_CHECK(n <= kMaxHeaderBytes, "{}: header length {} exceeds the limit of {} bytes", path,
-              n, kMaxHeaderBytes);
+  const uint64_t n = header_length(len8, size, path);
   std::vector<uint8_t> header(static_cast<size_t>(n));
   if (n > 0) pread_all(f.fd, header.data(), n, 8, path);
   const uint64_t base = 8 + n, data_size = size - base;
