@@ -220,23 +220,34 @@ Tensor xavier_normal_(const Tensor& t, double gain, Generator* gen) {
   return normal_(t, 0.0, std::abs(gain) * std::sqrt(2.0 / double(f.fan_in + f.fan_out)), gen);
 }
 
+namespace {
+// What both kaiming_* fills scale by: the nonlinearity's gain and the fan of `mode` (after the
+// same checks: a float t, a known nonlinearity, a t with fans).
+struct Kaiming {
+  double gain;
+  int64_t n;
+};
+Kaiming kaiming(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity,
+                const char* op) {
+  check_float(t, op);
+  const double gain = calculate_gain(nonlinearity, a);
+  return {gain, fan(t, mode)};
+}
+}  // namespace
+
 Tensor kaiming_uniform_(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity,
                         Generator* gen) {
-  check_float(t, "kaiming_uniform_");
-  const double gain = calculate_gain(nonlinearity, a);
-  const int64_t n = fan(t, mode);
+  const Kaiming k = kaiming(t, a, mode, nonlinearity, "kaiming_uniform_");
   if (t.numel() == 0) return t;
-  const double bound = gain * std::sqrt(3.0 / double(n));
+  const double bound = k.gain * std::sqrt(3.0 / double(k.n));
   return uniform_(t, -bound, bound, gen);
 }
 
 Tensor kaiming_normal_(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity,
                        Generator* gen) {
-  check_float(t, "kaiming_normal_");
-  const double gain = calculate_gain(nonlinearity, a);
-  const int64_t n = fan(t, mode);
+  const Kaiming k = kaiming(t, a, mode, nonlinearity, "kaiming_normal_");
   if (t.numel() == 0) return t;
-  return normal_(t, 0.0, gain / std::sqrt(double(n)), gen);
+  return normal_(t, 0.0, k.gain / std::sqrt(double(k.n)), gen);
 }
 
 Tensor orthogonal_(const Tensor& t, double gain, Generator* gen) {
