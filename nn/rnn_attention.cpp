@@ -69,6 +69,13 @@ Tensor Attention::check_inputs(const Tensor& query, const Tensor& keys, const Te
   return mask;
 }
 
+AttentionOutput Attention::attend(const Tensor& query, const Tensor& keys,
+                                  const Tensor& key_padding_mask, int64_t) {
+  Tensor m = check_inputs(query, keys, key_padding_mask);
+  Tensor w = masked_softmax(score(query, keys), m);  // softmax(e) over the real keys
+  return {attention_context(w, keys), w};             // sum_s w_s h_s
+}
+
 Tensor masked_softmax(const Tensor& scores, const Tensor& key_padding_mask) {
   return softmax(where(key_padding_mask, full({}, kMaskedScore, scores.options()), scores), 1);
 }
@@ -107,13 +114,6 @@ Tensor BahdanauAttention::score(const Tensor& query, const Tensor& keys) {
   return additive_score(uh, W->forward(query), v, use_fused);  // v^T tanh(W s + U h)
 }
 
-AttentionOutput BahdanauAttention::attend(const Tensor& query, const Tensor& keys,
-                                          const Tensor& key_padding_mask, int64_t) {
-  Tensor m = check_inputs(query, keys, key_padding_mask);
-  Tensor w = masked_softmax(score(query, keys), m);
-  return {attention_context(w, keys), w};
-}
-
 // ---------------------------------------------------------------- Luong dot / general
 LuongAttention::LuongAttention(const std::string& kind_, int64_t q, int64_t k)
     : Attention(q, k, k), score_kind(kind_) {
@@ -138,13 +138,6 @@ Tensor LuongAttention::score(const Tensor& query, const Tensor& keys) {
   return matmul(keys, q.unsqueeze(2)).squeeze(2);  // e[b, s] = h_s . q
 }
 
-AttentionOutput LuongAttention::attend(const Tensor& query, const Tensor& keys,
-                                       const Tensor& key_padding_mask, int64_t) {
-  Tensor m = check_inputs(query, keys, key_padding_mask);
-  Tensor w = masked_softmax(score(query, keys), m);
-  return {attention_context(w, keys), w};
-}
-
 // ---------------------------------------------------------------- Luong concat
 ConcatAttention::ConcatAttention(int64_t q, int64_t k, int64_t a) : Attention(q, k, a) {
   W = register_module("W", std::make_shared<Linear>(q + k, a, false));
@@ -160,13 +153,6 @@ Tensor ConcatAttention::score(const Tensor& query, const Tensor& keys) {
   if (!wh.defined()) wh = project_keys(keys);                    // W_h h [B, S, A]
   Tensor ws = linear(query, W->weight.narrow(1, 0, query_dim));  // W_s s [B, A]
   return additive_score(wh, ws, v, use_fused);  // v^T tanh(W [s; h]) = v^T tanh(W_s s + W_h h)
-}
-
-AttentionOutput ConcatAttention::attend(const Tensor& query, const Tensor& keys,
-                                        const Tensor& key_padding_mask, int64_t) {
-  Tensor m = check_inputs(query, keys, key_padding_mask);
-  Tensor w = masked_softmax(score(query, keys), m);
-  return {attention_context(w, keys), w};
 }
 
 // ---------------------------------------------------------------- Luong local

@@ -48,9 +48,10 @@ class Attention : public Module {
  public:
   // query: decoder state [B, Cq]; keys: encoder outputs [B, S, Ck]; key_padding_mask: bool
   // [B, S], true = padding (masked out; undefined = no padding; every row needs at least one
-  // false, i.e. one real token); t: decoder step (used by local-m).
+  // false, i.e. one real token); t: decoder step (used by local-m). By default global
+  // attention: weights = softmax of score() over the real keys, context = their weighted sum.
   virtual AttentionOutput attend(const Tensor& query, const Tensor& keys,
-                                 const Tensor& key_padding_mask, int64_t t) = 0;
+                                 const Tensor& key_padding_mask, int64_t t);
   // Raw scores e [B, S] (before masking and normalisation).
   virtual Tensor score(const Tensor& query, const Tensor& keys) = 0;
   virtual std::string kind() const = 0;
@@ -95,7 +96,6 @@ Tensor additive_score(const Tensor& uh, const Tensor& wq, const Tensor& v, bool 
 class BahdanauAttention : public Attention {
  public:
   BahdanauAttention(int64_t query_dim, int64_t key_dim, int64_t attn_dim);
-  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& key_padding_mask, int64_t t) override;
   Tensor score(const Tensor& query, const Tensor& keys) override;
   Tensor project_keys(const Tensor& keys) override;  // U h [B, S, A]
   std::string kind() const override { return "bahdanau"; }
@@ -107,7 +107,6 @@ class BahdanauAttention : public Attention {
 class LuongAttention : public Attention {
  public:
   LuongAttention(const std::string& score_kind, int64_t query_dim, int64_t key_dim);
-  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& key_padding_mask, int64_t t) override;
   Tensor score(const Tensor& query, const Tensor& keys) override;
   Tensor project_keys(const Tensor& keys) override;  // general: h W [B, S, Cq]; dot: none
   std::string kind() const override { return score_kind; }
@@ -118,7 +117,6 @@ class LuongAttention : public Attention {
 class ConcatAttention : public Attention {
  public:
   ConcatAttention(int64_t query_dim, int64_t key_dim, int64_t attn_dim);
-  AttentionOutput attend(const Tensor& query, const Tensor& keys, const Tensor& key_padding_mask, int64_t t) override;
   Tensor score(const Tensor& query, const Tensor& keys) override;
   Tensor project_keys(const Tensor& keys) override;  // W_h h [B, S, A]
   std::string kind() const override { return "concat"; }
