@@ -25,6 +25,7 @@
 
 #include "autograd/attention.h"
 #include "autograd/functions.h"
+#include "bench/bench_util.h"
 
 using namespace graft;
 
@@ -115,11 +116,7 @@ std::pair<double, double> measure(const Shape4& s, AttentionImpl impl, int reps)
     _exit(0);
   }
   close(fd[1]);
-  std::string out;
-  char buf[512];
-  ssize_t n;
-  while ((n = read(fd[0], buf, sizeof buf)) > 0) out.append(buf, size_t(n));
-  close(fd[0]);
+  const std::string out = bench::read_to_end(fd[0]);
   int st = 0;
   waitpid(pid, &st, 0);
   std::fputs(out.c_str(), stdout);

@@ -1,6 +1,8 @@
 // Small helpers shared by the training benchmarks (bench_*.cpp): process CPU time, peak RSS,
-// and data parallelism under mpirun.
+// a child process's output, and data parallelism under mpirun.
 #pragma once
+
+#include <unistd.h>
 
 #include <ctime>
 #include <fstream>
@@ -11,6 +13,17 @@
 #include "nn/distributed.h"
 
 namespace graft::bench {
+
+// Everything that can be read from `fd` (e.g. the read end of a child's stdout pipe) until end
+// of file; then closes it.
+inline std::string read_to_end(int fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, size_t(n));
+  close(fd);
+  return out;
+}
 
 // CPU time of the whole process (all threads), in ms: steadier than wall time on a busy host.
 inline double cpu_ms() {

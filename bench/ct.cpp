@@ -19,24 +19,11 @@
 #include "autograd/ct.h"
 #include "autograd/fuse.h"
 #include "autograd/ops_rnn.h"
+#include "bench/timing.h"
 
 using namespace graft;
 
 namespace {
-template <class F> double per_second(F&& f, double min_s = 0.5) {
-  f();
-  int64_t n = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  double el = 0;
-  int64_t batch = 1;
-  while (el < min_s) {
-    for (int64_t i = 0; i < batch; ++i) f();
-    n += batch;
-    batch *= 2;
-    el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return double(n) / el;
-}
 volatile double sink;
 
 // 20 ops: f = sin(x) y + exp(x/y) - tanh(x y) + log(x^2 + 1) * sqrt(y) + sigmoid(x - y) * cos(y)
@@ -57,18 +44,18 @@ int main() {
   auto f = sin(x) * y + exp(x / y) - tanh(x * y) + log(pow(x, 2.0) + 1.0) * sqrt(y) + sigmoid(x - y) * cos(y);
   volatile double va = 0.7, vb = 1.3;  // read every iteration: nothing is hoisted out of the loop
   double a = va, b = vb;
-  double r_ct = per_second([&] {
+  double r_ct = bench::per_second([&] {
     auto [v, dx, dy] = ct::value_and_grad(f, double(va), double(vb));
     sink = v + dx + dy;
   });
-  double r_hand = per_second([&] {
+  double r_hand = bench::per_second([&] {
     double dx, dy;
     double v = hand(va, vb, dx, dy);
     sink = v + dx + dy;
   });
   Tensor ta = scalar_tensor(a, TensorOptions(DType::f64).requires_grad());
   Tensor tb = scalar_tensor(b, TensorOptions(DType::f64).requires_grad());
-  double r_tape = per_second([&] {
+  double r_tape = bench::per_second([&] {
     Tensor v = sin(ta) * tb + exp(ta / tb) - tanh(ta * tb) + log(square(ta) + 1.0) * sqrt(tb) +
                sigmoid(ta - tb) * cos(tb);
     auto g = grad({v}, {ta, tb});
@@ -95,12 +82,12 @@ int main() {
   Tensor gates = randn({32, 4 * 256}, TensorOptions().requires_grad());
   Tensor cprev = randn({32, 256}, TensorOptions().requires_grad());
   auto parts = [&] { return chunk(gates, 4, 1); };
-  double r_fused = per_second([&] {
+  double r_fused = bench::per_second([&] {
     auto p = parts();
     Tensor h = cell(p[0], p[1], p[2], p[3], cprev);
     sum(h).backward();
   });
-  double r_ops = per_second([&] {
+  double r_ops = bench::per_second([&] {
     auto p = parts();
     Tensor h = sigmoid(p[3]) * tanh(sigmoid(p[1]) * cprev + sigmoid(p[0]) * tanh(p[2]));
     sum(h).backward();
@@ -113,12 +100,12 @@ int main() {
   // alternating rounds, best of each: fairer on a machine whose load changes during the run
   double r_cell = 0, r_comp = 0;
   for (int round = 0; round < 3; ++round) {
-    r_cell = std::max(r_cell, per_second([&] {
+    r_cell = std::max(r_cell, bench::per_second([&] {
       auto [h, c] = lstm_cell_fused(gates, cprev);
       auto gr = grad({h, c}, {gates, cprev}, {dh, dc});
       sink = gr[0].numel();
     }, 0.3));
-    r_comp = std::max(r_comp, per_second([&] {
+    r_comp = std::max(r_comp, bench::per_second([&] {
       auto p = chunk(gates, 4, 1);
       Tensor c = sigmoid(p[1]) * cprev + sigmoid(p[0]) * tanh(p[2]);
       Tensor h = sigmoid(p[3]) * tanh(c);

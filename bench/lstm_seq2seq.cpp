@@ -185,11 +185,7 @@ std::string run_child(const std::vector<std::string>& args, double* cpu_ms = nul
   const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   close(pipefd[1]);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(pipefd[0], buf, sizeof buf)) > 0) out.append(buf, size_t(n));
-  close(pipefd[0]);
+  const std::string out = bench::read_to_end(pipefd[0]);
   if (rc != 0) {
     std::fprintf(stderr, "bench_lstm_seq2seq: cannot start %s\n", argv[0]);
     return {};

@@ -8,23 +8,12 @@
 #include <omp.h>
 
 #include "autograd/node.h"
+#include "bench/timing.h"
 #include "nn/rnn.h"
 
 using namespace graft;
 
 namespace {
-template <class F> double per_second(F&& f, double min_s = 1.0) {
-  f();
-  int64_t n = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  double el = 0;
-  while (el < min_s) {
-    f();
-    ++n;
-    el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return double(n) / el;
-}
 
 template <class M> void run(const char* name, M& m, const Tensor& x) {
   auto step = [&] {
@@ -35,9 +24,9 @@ template <class M> void run(const char* name, M& m, const Tensor& x) {
   double fused = 0, comp = 0;  // alternating rounds, best of each (the machine's load varies)
   for (int round = 0; round < 3; ++round) {
     m.use_fused = true;
-    fused = std::max(fused, per_second(step, 0.5));
+    fused = std::max(fused, bench::per_second(step, 0.5));
     m.use_fused = false;
-    comp = std::max(comp, per_second(step, 0.5));
+    comp = std::max(comp, bench::per_second(step, 0.5));
   }
   const double tokens = double(x.size(0) * x.size(1));
   fmt::print("{{\"name\": \"{}\", \"value\": {:.0f}, \"unit\": \"tokens/s (fwd+bwd)\", \"reference\": {:.0f}, "
