@@ -54,16 +54,19 @@ void check_index_range(const Tensor& index, int64_t size, int dim, const char* o
 // ---- the two internal accumulating ops (differentiable; recorded as "index_add" and
 // "scatter_add")
 
-// out = zeros(shape) with out[.., index[i], ..] += src[.., i, ..] along dim.
-// Indices must already be valid (callers check; the kernel checks again).
-Tensor index_add_into_zeros(const Shape& shape, int dim, const Tensor& index, const Tensor& src) {
+// out = zeros(shape) with src added at `index` along dim by the Backend kernel `kernel`,
+// recorded as `op`; the backward reads the incoming grad back at the same indices with
+// `read_back`. Indices must already be valid (callers check; the kernel checks again).
+Tensor add_into_zeros(const char* op, decltype(Backend::index_add) Backend::* kernel,
+                      Tensor (*read_back)(const Tensor&, int64_t, const Tensor&),
+                      const Shape& shape, int dim, const Tensor& index, const Tensor& src) {
   Tensor out = zeros(shape, src.options());
-  const Backend& be = detail::backend("index_add", {&src, &index});
-  detail::need(be.index_add, "index_add", src)(out.kview(), dim, index.kview(), src.kview());
-  if (auto n = record("index_add", {src}, [dim](BackwardCtx& c) -> std::vector<Tensor> {
+  const Backend& be = detail::backend(op, {&src, &index});
+  detail::need(be.*kernel, op, src)(out.kview(), dim, index.kview(), src.kview());
+  if (auto n = record(op, {src}, [dim, read_back](BackwardCtx& c) -> std::vector<Tensor> {
         if (!c.grad().defined()) return {Tensor()};
-        // dsrc = index_select(dy, dim, index)
-        return {index_select(c.grad(), dim, c.saved_tensor(0))};
+        // dsrc = dy read at the indices (index_select / gather)
+        return {read_back(c.grad(), dim, c.saved_tensor(0))};
       })) {
     n->saved = {SavedTensor::input(index)};
     set_history(out, n);
@@ -71,20 +74,14 @@ Tensor index_add_into_zeros(const Shape& shape, int dim, const Tensor& index, co
   return out;
 }
 
+// out = zeros(shape) with out[.., index[i], ..] += src[.., i, ..] along dim.
+Tensor index_add_into_zeros(const Shape& shape, int dim, const Tensor& index, const Tensor& src) {
+  return add_into_zeros("index_add", &Backend::index_add, index_select, shape, dim, index, src);
+}
+
 // out = zeros(shape) with out[.., index[i][j], ..] += src[i][j] along dim (torch.scatter_add).
 Tensor scatter_add_into_zeros(const Shape& shape, int dim, const Tensor& index, const Tensor& src) {
-  Tensor out = zeros(shape, src.options());
-  const Backend& be = detail::backend("scatter_add", {&src, &index});
-  detail::need(be.scatter_add, "scatter_add", src)(out.kview(), dim, index.kview(), src.kview());
-  if (auto n = record("scatter_add", {src}, [dim](BackwardCtx& c) -> std::vector<Tensor> {
-        if (!c.grad().defined()) return {Tensor()};
-        // dsrc = gather(dy, dim, index)
-        return {gather(c.grad(), dim, c.saved_tensor(0))};
-      })) {
-    n->saved = {SavedTensor::input(index)};
-    set_history(out, n);
-  }
-  return out;
+  return add_into_zeros("scatter_add", &Backend::scatter_add, gather, shape, dim, index, src);
 }
 
 }  // namespace
