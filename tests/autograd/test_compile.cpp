@@ -115,6 +115,20 @@ void make_grads(nn::Module& m, int64_t in, int64_t classes) {
   cross_entropy(m.forward(b.x), b.y).backward();
 }
 
+// A 4-8-3 MLP from `seed` with grads, and its compiled train step, traced once on batch b.
+struct TracedMlp {
+  std::shared_ptr<nn::Sequential> model;
+  CompiledFunction step;
+  Batch b;
+};
+TracedMlp traced_mlp(uint64_t seed) {
+  auto model = mlp(seed, 4, 8, 3);
+  make_grads(*model, 4, 3);
+  TracedMlp t{model, compile(train_step(*model), model->parameters()), batch(1, 5, 4, 3)};
+  t.step({t.b.x, t.b.y});
+  return t;
+}
+
 // Runs eager matmuls on graft's own kernel, as a default plan does, so that "the same
 // kernels" holds: a 32x32x32 product reaches oneDNN's size threshold in eager mode, and oneDNN
 // agrees with the own kernel to the bit only in some builds (release yes, -O2 + ASan no).
@@ -424,11 +438,9 @@ TEST_CASE("compile: cross_entropy re-counts ignored targets on every call") {
 }
 
 TEST_CASE("compile: to_dot shows forward and backward kernels with shapes") {
-  auto model = mlp(9, 4, 8, 3);
-  make_grads(*model, 4, 3);
-  CompiledFunction step = compile(train_step(*model), model->parameters());
-  Batch b = batch(1, 5, 4, 3);
-  step({b.x, b.y});
+  TracedMlp t = traced_mlp(9);
+  CompiledFunction& step = t.step;
+  const Batch& b = t.b;
   const std::string dot = step.plan_for({b.x, b.y})->to_dot();
   const std::string hidden = std::string(dtype_name(DType::f32)) + "[5, 8]";  // [B, C] activations
   for (const std::string& want : {std::string("digraph"), std::string("cluster_forward"),
@@ -444,16 +456,14 @@ TEST_CASE("compile: to_dot shows forward and backward kernels with shapes") {
 }
 
 TEST_CASE("compile: bad inputs and untraceable functions raise graft::Error") {
-  auto model = mlp(10, 4, 8, 3);
-  make_grads(*model, 4, 3);
-  CompiledFunction step = compile(train_step(*model), model->parameters());
-  Batch b = batch(1, 5, 4, 3);
-  step({b.x, b.y});
+  TracedMlp t = traced_mlp(10);
+  CompiledFunction& step = t.step;
+  const Batch& b = t.b;
   CHECK_THROWS_WITH_AS(step({b.x}), doctest::Contains("takes 2 inputs"), Error);
   CHECK_THROWS_WITH_AS(step({b.x.to(DType::f64), b.y}), doctest::Contains("dtype"), Error);
   CHECK_THROWS_WITH_AS(step({Tensor(), b.y}), doctest::Contains("undefined"), Error);
   // a parameter not declared as state
-  CompiledFunction undeclared = compile(train_step(*model));
+  CompiledFunction undeclared = compile(train_step(*t.model));
   CHECK_THROWS_WITH_AS(undeclared({b.x, b.y}), doctest::Contains("neither an input"), Error);
   // returning an input
   CompiledFunction ident = compile([](const std::vector<Tensor>& in) { return in; });
