@@ -40,9 +40,13 @@ void check_float_same(const char* op, const TensorView& ref,
                   v->dtype);
 }
 
-// x_or_dx [B, C_in, L], w [C_out, C_in/G, K], out_or_dy [B, C_out, L_out].
+// x_or_dx [B, C_in, L], w_or_dw [C_out, C_in/G, K], out_or_dy [B, C_out, L_out]; `written` is
+// the one of them the op writes (contiguous), whose floating dtype the others share. The
+// geometry carries the strides of all three (each kernel reads those of its inputs).
 ConvGeo conv_geo(const char* op, const TensorView& x, const TensorView& w, const TensorView& y,
-                 const Conv1dArgs& a) {
+                 const Conv1dArgs& a, const TensorView& written) {
+  check_float_same(op, written, {&x, &w, &y});
+  GRAFT_ASSERT(written.is_contiguous());
   GRAFT_CHECK(x.rank() == 3 && w.rank() == 3 && y.rank() == 3,
               "{}: expected rank-3 x, w, out, got {}, {}, {}", op, x.shape, w.shape, y.shape);
   GRAFT_CHECK(a.groups >= 1 && a.stride >= 1 && a.dilation >= 1 && x.shape[1] % a.groups == 0 &&
@@ -55,6 +59,9 @@ ConvGeo conv_geo(const char* op, const TensorView& x, const TensorView& w, const
   g.Cout = w.shape[0], g.K = w.shape[2], g.Lout = y.shape[2];
   g.stride = a.stride, g.pad_l = a.pad_l, g.dil = a.dilation;
   g.cin_g = g.Cin / a.groups, g.cout_g = g.Cout / a.groups;
+  strides3(g.xs, x);
+  strides3(g.ws, w);
+  strides3(g.ds, y);
   return g;
 }
 
@@ -80,11 +87,8 @@ ConvGeo pool_geo(const char* op, const TensorView& x, const TensorView& y, const
 void conv1d(const TensorView& x, const TensorView& w, const TensorView& bias, const Conv1dArgs& a,
             const TensorView& out) {
   const char* op = "conv1d";
-  check_float_same(op, out, {&x, &w, &bias});
-  GRAFT_ASSERT(out.is_contiguous());
-  ConvGeo g = conv_geo(op, x, w, out, a);
-  strides3(g.xs, x);
-  strides3(g.ws, w);
+  check_float_same(op, out, {&bias});
+  const ConvGeo g = conv_geo(op, x, w, out, a, out);
   const int64_t n = out.numel();
   if (n == 0) return;
   const cl_long bs = bias.data ? cl_long(bias.strides[0]) : 0;
@@ -95,11 +99,7 @@ void conv1d(const TensorView& x, const TensorView& w, const TensorView& bias, co
 void conv1d_backward_input(const TensorView& dy, const TensorView& w, const Conv1dArgs& a,
                            const TensorView& dx) {
   const char* op = "conv1d_backward_input";
-  check_float_same(op, dx, {&dy, &w});
-  GRAFT_ASSERT(dx.is_contiguous());
-  ConvGeo g = conv_geo(op, dx, w, dy, a);
-  strides3(g.ws, w);
-  strides3(g.ds, dy);
+  const ConvGeo g = conv_geo(op, dx, w, dy, a, dx);
   const int64_t n = dx.numel();
   if (n == 0) return;
   Launch(ctx_of(dx, op), dx.dtype, "conv1d_bwd_input_k", op)
@@ -109,11 +109,8 @@ void conv1d_backward_input(const TensorView& dy, const TensorView& w, const Conv
 void conv1d_backward_weight(const TensorView& x, const TensorView& dy, const Conv1dArgs& a,
                             const TensorView& dw, const TensorView& dbias) {
   const char* op = "conv1d_backward_weight";
-  check_float_same(op, dw, {&x, &dy, &dbias});
-  GRAFT_ASSERT(dw.is_contiguous());
-  ConvGeo g = conv_geo(op, x, dw, dy, a);
-  strides3(g.xs, x);
-  strides3(g.ds, dy);
+  check_float_same(op, dw, {&dbias});
+  const ConvGeo g = conv_geo(op, x, dw, dy, a, dw);
   Context& c = ctx_of(dw, op);
   if (dw.numel() > 0)
     Launch(c, dw.dtype, "conv1d_bwd_weight_k", op)
