@@ -57,16 +57,13 @@ namespace fs = std::filesystem;
 
 struct Seq2SeqArgs {
   TrainFlags train;  // --steps, --run-dir, --resume, --time-budget, ... (tools/train_flags.h)
-  std::string task = "date";
-  std::string data_dir = "datasets";
-  std::string tsv_train, tsv_test;  // --task tsv
-  int64_t train_size = 20000, valid_size = 500, test_size = 1000;
-  int64_t min_len = 3, max_len = 10, test_min_len = 0, test_max_len = 0, symbols = 10;
+  SeqTaskFlags data;  // --task, --data-dir, --train-size, ... (tools/seq_common.h)
+  int64_t test_min_len = 0, test_max_len = 0;
   std::string cell = "lstm", attention = "bahdanau";
   int64_t embed = 64, hidden = 128, layers = 1, attn_dim = 0, window = 5;
   bool bidirectional = false, no_input_feeding = false;
   double dropout = 0.0, sampling = 0.0, doubly_stochastic = 0.0;
-  int64_t batch = 64, eval_size = 500;
+  int64_t batch = 64;
   double lr = 2e-3, target = 0.0;
   int64_t beam = 1, max_out = 0, vocab_size = 8000, length_bin = 10;
   double length_penalty = 1.0;
@@ -76,19 +73,9 @@ struct Seq2SeqArgs {
 // back as it is).
 nlohmann::ordered_json seq2seq_config(const Seq2SeqArgs& a) {
   nlohmann::ordered_json j = train_config("seq2seq", a.train);
-  j["task"] = a.task;
-  j["data-dir"] = a.data_dir;
-  j["tsv-train"] = a.tsv_train;
-  j["tsv-test"] = a.tsv_test;
-  j["train-size"] = a.train_size;
-  j["valid-size"] = a.valid_size;
-  j["test-size"] = a.test_size;
-  j["eval-size"] = a.eval_size;
-  j["min-len"] = a.min_len;
-  j["max-len"] = a.max_len;
+  add_task_config(j, a.data);
   j["test-min-len"] = a.test_min_len;
   j["test-max-len"] = a.test_max_len;
-  j["symbols"] = a.symbols;
   j["vocab-size"] = a.vocab_size;
   j["cell"] = a.cell;
   j["attention"] = a.attention;
@@ -119,23 +106,23 @@ struct Corpus {
 
 Corpus load_corpus(const Seq2SeqArgs& a) {
   Corpus c;
-  if (a.task == "bible" || a.task == "tsv") {
+  if (a.data.task == "bible" || a.data.task == "tsv") {
     c.word = true;
-    const std::string dir = a.data_dir + "/bible-en-es";
-    const std::string tr = a.task == "tsv" ? a.tsv_train : dir + "/train.tsv";
-    const std::string te = a.task == "tsv" ? a.tsv_test : dir + "/test.tsv";
+    const std::string dir = a.data.data_dir + "/bible-en-es";
+    const std::string tr = a.data.task == "tsv" ? a.data.tsv_train : dir + "/train.tsv";
+    const std::string te = a.data.task == "tsv" ? a.data.tsv_test : dir + "/test.tsv";
     GRAFT_CHECK(!tr.empty() && !te.empty(), "train seq2seq: --task tsv needs --tsv-train and --tsv-test");
-    c.train = data::read_parallel_tsv(tr, a.train_size);
-    const auto dev = a.task == "bible" ? data::read_parallel_tsv(dir + "/dev.tsv") : std::vector<data::Example>{};
-    c.valid = dev.empty() ? std::vector<data::Example>(c.train.end() - std::min<long>(long(c.train.size()), a.valid_size), c.train.end()) : dev;
-    if (int64_t(c.valid.size()) > a.valid_size) c.valid.resize(size_t(a.valid_size));
-    c.test = data::read_parallel_tsv(te, a.test_size);
+    c.train = data::read_parallel_tsv(tr, a.data.train_size);
+    const auto dev = a.data.task == "bible" ? data::read_parallel_tsv(dir + "/dev.tsv") : std::vector<data::Example>{};
+    c.valid = dev.empty() ? std::vector<data::Example>(c.train.end() - std::min<long>(long(c.train.size()), a.data.valid_size), c.train.end()) : dev;
+    if (int64_t(c.valid.size()) > a.data.valid_size) c.valid.resize(size_t(a.data.valid_size));
+    c.test = data::read_parallel_tsv(te, a.data.test_size);
     return c;
   }
-  const int64_t tmin = a.test_min_len ? a.test_min_len : a.min_len;
-  const int64_t tmax = a.test_max_len ? a.test_max_len : 2 * a.max_len;
-  data::TaskSplit s = data::make_task_split(a.task, a.train_size, a.valid_size, a.test_size,
-                                            {.min_len = a.min_len, .max_len = a.max_len, .num_symbols = a.symbols},
+  const int64_t tmin = a.test_min_len ? a.test_min_len : a.data.min_len;
+  const int64_t tmax = a.test_max_len ? a.test_max_len : 2 * a.data.max_len;
+  data::TaskSplit s = data::make_task_split(a.data.task, a.data.train_size, a.data.valid_size, a.data.test_size,
+                                            {.min_len = a.data.min_len, .max_len = a.data.max_len, .num_symbols = a.data.symbols},
                                             tmin, tmax, uint64_t(a.train.seed));
   c.train = std::move(s.train);
   c.valid = std::move(s.valid);
@@ -188,7 +175,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   const TrainFlags& f = a.train;
   const auto t_start = std::chrono::steady_clock::now();
   set_threads(f);
-  const std::string run_dir = f.run_dir.empty() ? "runs/seq2seq-" + a.task : f.run_dir;
+  const std::string run_dir = f.run_dir.empty() ? "runs/seq2seq-" + a.data.task : f.run_dir;
   Corpus c = load_corpus(a);
   GRAFT_CHECK(!c.train.empty() && !c.valid.empty() && !c.test.empty(),
               "train seq2seq: empty data (train {}, valid {}, test {})", c.train.size(), c.valid.size(), c.test.size());
@@ -226,7 +213,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   const models::DecodeOptions dopt{.beam = a.beam, .max_len = a.max_out ? a.max_out : 2 * max_tgt + 10,
                                    .length_penalty = a.length_penalty};
   const models::DecodeOptions greedy{.beam = 1, .max_len = dopt.max_len, .length_penalty = a.length_penalty};
-  fmt::print("task {}: {} train / {} valid / {} test pairs, vocab {} -> {} ({}-level)\n", a.task,
+  fmt::print("task {}: {} train / {} valid / {} test pairs, vocab {} -> {} ({}-level)\n", a.data.task,
              c.train.size(), c.valid.size(), c.test.size(), mo.src_vocab, mo.tgt_vocab, c.word ? "word" : "char");
   fmt::print("model: {}, {} parameters; Adam lr {}, batch {}{}, {} steps, {} thread(s)\n", model.repr(),
              model.num_parameters(), a.lr, a.batch,
@@ -285,7 +272,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
       },
       [&]() -> std::map<std::string, double> {
         EvalResult r = tools::with_model_on_cpu(model, dev, [&] {
-          return evaluate(model, *tgt_tok, vx, vy, c.valid, greedy, 0, a.eval_size);
+          return evaluate(model, *tgt_tok, vx, vy, c.valid, greedy, 0, a.data.eval_size);
         });
         model.eval();
         if (a.target > 0 && r.acc.exact >= a.target && reached_step < 0) {
@@ -306,22 +293,22 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   // save the final model and the vocabularies for graft translate
   fs::create_directories(run_dir);
   nn::save_safetensors(run_dir + "/model.safetensors", model.state_dict(),
-                       {{"seq2seq", mo.to_json()}, {"tokenizer", c.word ? "word" : "char"}, {"task", a.task}});
+                       {{"seq2seq", mo.to_json()}, {"tokenizer", c.word ? "word" : "char"}, {"task", a.data.task}});
   src_tok->vocab().save(run_dir + "/src_vocab.txt");
   tgt_tok->vocab().save(run_dir + "/tgt_vocab.txt");
 
-  const int64_t bin = a.task == "date" ? 0 : a.length_bin;  // date sources are all short
+  const int64_t bin = a.data.task == "date" ? 0 : a.length_bin;  // date sources are all short
   const auto te0 = std::chrono::steady_clock::now();
   EvalResult r = evaluate(model, *tgt_tok, tx, ty, c.test, dopt, bin, 0, /*interruptible=*/true);
   const double eval_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - te0).count();
-  const bool seq_task = !c.word && a.task != "date";
+  const bool seq_task = !c.word && a.data.task != "date";
   fmt::print("\nheld-out test ({} examples{}, {}): exact match {:.2f}%, token accuracy {:.2f}%{}\n",
-             r.acc.count, seq_task ? fmt::format(", source lengths {}..{}", a.test_min_len ? a.test_min_len : a.min_len,
-                                                a.test_max_len ? a.test_max_len : 2 * a.max_len) : "",
+             r.acc.count, seq_task ? fmt::format(", source lengths {}..{}", a.test_min_len ? a.test_min_len : a.data.min_len,
+                                                a.test_max_len ? a.test_max_len : 2 * a.data.max_len) : "",
              dopt.beam == 1 ? "greedy" : fmt::format("beam {}", dopt.beam), 100 * r.acc.exact, 100 * r.acc.token,
              c.word ? fmt::format(", BLEU {:.2f}", r.bleu) : "");
   nlohmann::ordered_json res;
-  res["task"] = a.task;
+  res["task"] = a.data.task;
   res["cell"] = a.cell;
   res["attention"] = a.attention;
   res["steps"] = tr.step;
@@ -432,7 +419,7 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   CLI::App* t = train.add_subcommand("seq2seq", "Recurrent encoder-decoder (RNN/LSTM/GRU, any attention) on copy/reverse/sort/date or a parallel corpus");
   const auto count = CLI::Range(int64_t(1), int64_t(1) << 40);
   const auto nonneg = CLI::Range(int64_t(0), int64_t(1) << 40);
-  t->add_option("--task", a->task, "copy, reverse, sort, date (synthetic), bible (after 'graft data prepare bible-en-es') or tsv")->capture_default_str()->check(CLI::IsMember({"copy", "reverse", "sort", "date", "bible", "tsv"}));
+  add_task_flags(t, a->data);
   t->add_option("--cell", a->cell, "rnn, lstm or gru")->capture_default_str()->check(CLI::IsMember({"rnn", "lstm", "gru"}));
   t->add_option("--attention", a->attention, "none, bahdanau, dot, general, concat, local-m, local-p or hard")->capture_default_str()->check(CLI::IsMember({"none", "bahdanau", "dot", "general", "concat", "local-m", "local-p", "hard"}));
   t->add_option("--batch", a->batch, "Sentences per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
@@ -447,19 +434,12 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   t->add_option("--dropout", a->dropout, "Dropout on embeddings and outputs")->capture_default_str()->check(finite_in(0.0, 0.95));
   t->add_option("--sampling", a->sampling, "Scheduled sampling: probability of feeding the model's own previous prediction")->capture_default_str()->check(finite_in(0.0, 1.0));
   t->add_option("--doubly-stochastic", a->doubly_stochastic, "Lambda of the doubly-stochastic attention penalty")->capture_default_str()->check(positive_real("--doubly-stochastic"));
-  t->add_option("--train-size", a->train_size, "Training pairs (synthetic: generated; corpora: first N)")->capture_default_str()->check(count);
-  t->add_option("--valid-size", a->valid_size, "Validation pairs")->capture_default_str()->check(count);
-  t->add_option("--test-size", a->test_size, "Held-out test pairs")->capture_default_str()->check(count);
-  t->add_option("--eval-size", a->eval_size, "Validation pairs decoded at each evaluation")->capture_default_str()->check(count);
-  t->add_option("--min-len", a->min_len, "copy/reverse/sort: shortest training source")->capture_default_str()->check(count);
-  t->add_option("--max-len", a->max_len, "copy/reverse/sort: longest training source")->capture_default_str()->check(count);
+  t->add_option("--train-size", a->data.train_size, "Training pairs (synthetic: generated; corpora: first N)")->capture_default_str()->check(count);
+  t->add_option("--min-len", a->data.min_len, "copy/reverse/sort: shortest training source")->capture_default_str()->check(count);
+  t->add_option("--max-len", a->data.max_len, "copy/reverse/sort: longest training source")->capture_default_str()->check(count);
   t->add_option("--test-min-len", a->test_min_len, "Shortest test source (0 = --min-len)")->capture_default_str()->check(nonneg);
   t->add_option("--test-max-len", a->test_max_len, "Longest test source (0 = 2 x --max-len)")->capture_default_str()->check(nonneg);
-  t->add_option("--symbols", a->symbols, "copy/reverse/sort alphabet size (2..36)")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(36)));
   t->add_option("--vocab-size", a->vocab_size, "Vocabulary limit per side (the most frequent tokens)")->capture_default_str()->check(CLI::Range(int64_t(5), int64_t(1000000)));
-  t->add_option("--data-dir", a->data_dir, "Where 'graft data prepare' wrote the corpora")->capture_default_str();
-  t->add_option("--tsv-train", a->tsv_train, "--task tsv: training file (source<TAB>target)");
-  t->add_option("--tsv-test", a->tsv_test, "--task tsv: test file");
   t->add_option("--target,--target-exact", a->target, "Stop once validation exact match reaches this (0 = off, needs --eval-every), e.g. 0.99")->capture_default_str()->check(finite_in(0.0, 1.0));
   t->add_option("--length-bin", a->length_bin, "Width of the source-length buckets of the test table (0 = no table; not for date)")->capture_default_str()->check(nonneg);
   t->add_option("--beam", a->beam, "Beam width for the test evaluation (1 = greedy)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
@@ -470,8 +450,8 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
                    .eval_help = "decode --eval-size validation pairs (exact match, token accuracy, BLEU)"},
                   [a] {
                     require_divisible(a->batch, "--batch", a->train);
-                    if (a->task != "bible" && a->task != "tsv" && a->min_len > a->max_len)
-                      throw CLI::ValidationError("--min-len", fmt::format("{} > --max-len {}", a->min_len, a->max_len));
+                    if (a->data.task != "bible" && a->data.task != "tsv" && a->data.min_len > a->data.max_len)
+                      throw CLI::ValidationError("--min-len", fmt::format("{} > --max-len {}", a->data.min_len, a->data.max_len));
                     if (a->target > 0 && a->train.eval_every == 0)
                       throw CLI::ValidationError("--target", "needs evaluations: set --eval-every N (N > 0)");
                   });

@@ -54,13 +54,12 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 struct Args {
   TrainFlags train;  // --steps, --run-dir, --resume, --time-budget, --bf16, ... (tools/train_flags.h)
-  std::string task = "date";
-  std::string data_dir = "datasets", tsv_train, tsv_test, tokenizer = "word";
+  SeqTaskFlags data{.valid_size = 200, .test_size = 500, .eval_size = 200};  // tools/seq_common.h
+  std::string tokenizer = "word";
   int64_t batch = 64;
   int64_t d_model = 128, heads = 4, layers = 2, ffn = 512, warmup = 400;
   double dropout = 0.1, label_smoothing = 0.1, lr_scale = 1.0, target = 0.0;
-  int64_t train_size = 20000, valid_size = 200, test_size = 500, eval_size = 200;
-  int64_t min_len = 3, max_len = 10, symbols = 10, beam = 4, vocab_size = 8000, max_out = 0;
+  int64_t beam = 4, vocab_size = 8000, max_out = 0;
   int64_t max_train_len = 0;
   double length_penalty = 1.0;
   bool pre_norm = false;
@@ -70,20 +69,10 @@ struct Args {
 // back as it is).
 nlohmann::ordered_json transformer_config(const Args& a) {
   nlohmann::ordered_json j = train_config("transformer", a.train);
-  j["task"] = a.task;
-  j["data-dir"] = a.data_dir;
-  j["tsv-train"] = a.tsv_train;
-  j["tsv-test"] = a.tsv_test;
+  add_task_config(j, a.data);
   j["tokenizer"] = a.tokenizer;
   j["vocab-size"] = a.vocab_size;
   j["max-train-len"] = a.max_train_len;
-  j["train-size"] = a.train_size;
-  j["valid-size"] = a.valid_size;
-  j["test-size"] = a.test_size;
-  j["eval-size"] = a.eval_size;
-  j["min-len"] = a.min_len;
-  j["max-len"] = a.max_len;
-  j["symbols"] = a.symbols;
   j["batch"] = a.batch;
   j["d-model"] = a.d_model;
   j["heads"] = a.heads;
@@ -114,22 +103,22 @@ struct Data {
 
 Data load_data(const Args& a) {
   Data d;
-  if (is_corpus(a.task)) {
-    const std::string dir = a.data_dir + "/bible-en-es";
-    const std::string tr = a.task == "tsv" ? a.tsv_train : dir + "/train.tsv";
-    const std::string te = a.task == "tsv" ? a.tsv_test : dir + "/test.tsv";
+  if (is_corpus(a.data.task)) {
+    const std::string dir = a.data.data_dir + "/bible-en-es";
+    const std::string tr = a.data.task == "tsv" ? a.data.tsv_train : dir + "/train.tsv";
+    const std::string te = a.data.task == "tsv" ? a.data.tsv_test : dir + "/test.tsv";
     GRAFT_CHECK(!tr.empty() && !te.empty(), "train transformer: --task tsv needs --tsv-train and --tsv-test");
-    d.train = data::read_parallel_tsv(tr, a.train_size);
-    if (a.task == "bible") d.valid = data::read_parallel_tsv(dir + "/dev.tsv", a.valid_size);
+    d.train = data::read_parallel_tsv(tr, a.data.train_size);
+    if (a.data.task == "bible") d.valid = data::read_parallel_tsv(dir + "/dev.tsv", a.data.valid_size);
     if (d.valid.empty()) {  // tsv: the last valid_size training pairs (kept in training too)
-      const size_t n = std::min(d.train.size(), size_t(a.valid_size));
+      const size_t n = std::min(d.train.size(), size_t(a.data.valid_size));
       d.valid.assign(d.train.end() - long(n), d.train.end());
     }
-    d.test = data::read_parallel_tsv(te, a.test_size);
+    d.test = data::read_parallel_tsv(te, a.data.test_size);
   } else {
     data::TaskSplit s = data::make_task_split(
-        a.task, a.train_size, a.valid_size, a.test_size,
-        {.min_len = a.min_len, .max_len = a.max_len, .num_symbols = a.symbols}, a.min_len, a.max_len,
+        a.data.task, a.data.train_size, a.data.valid_size, a.data.test_size,
+        {.min_len = a.data.min_len, .max_len = a.data.max_len, .num_symbols = a.data.symbols}, a.data.min_len, a.data.max_len,
         uint64_t(a.train.seed));
     d.train = std::move(s.train);
     d.valid = std::move(s.valid);
@@ -140,7 +129,7 @@ Data load_data(const Args& a) {
               d.valid.size(), d.test.size());
   std::vector<std::string> srcs, tgts;
   for (const auto& e : d.train) srcs.push_back(e.source), tgts.push_back(e.target);
-  if (is_corpus(a.task)) {
+  if (is_corpus(a.data.task)) {
     d.src_tok = fit_tokenizer(a.tokenizer, srcs, a.vocab_size);
     d.tgt_tok = fit_tokenizer(a.tokenizer, tgts, a.vocab_size);
   } else {
@@ -234,7 +223,7 @@ int train_transformer(const Args& a) {
   const auto t_start = Clock::now();
   set_threads(f);
   Data d = load_data(a);
-  const bool corpus = is_corpus(a.task);
+  const bool corpus = is_corpus(a.data.task);
   const int64_t max_ref = longest({&d.ty, &d.vy});
   const models::DecodeOptions dopt{.beam = a.beam, .max_len = a.max_out ? a.max_out : 2 * max_ref + 10,
                                    .length_penalty = a.length_penalty};
@@ -254,7 +243,7 @@ int train_transformer(const Args& a) {
   optim::Noam sched(opt, a.d_model, a.warmup, a.lr_scale);
   fmt::print("task {}: {} train / {} valid / {} test pairs, vocab {} -> {} ({}-level{}); {}, {} "
              "parameters; {} steps of {}, {} thread(s)\n",
-             a.task, d.xs.size(), d.valid.size(), d.test.size(), mo.src_vocab, mo.tgt_vocab,
+             a.data.task, d.xs.size(), d.valid.size(), d.test.size(), mo.src_vocab, mo.tgt_vocab,
              corpus ? a.tokenizer : "char", d.joint ? ", joint" : "", model.repr(),
              model.num_parameters(), f.steps, a.batch, omp_get_max_threads());
   std::fflush(stdout);
@@ -308,7 +297,7 @@ int train_transformer(const Args& a) {
         Eval r;
         double nll = 0;
         tools::with_model_on_cpu(model, dev, [&] {
-          r = evaluate(model, *d.tgt_tok, d.vx, d.vy, d.valid, greedy, a.eval_size, 64);
+          r = evaluate(model, *d.tgt_tok, d.vx, d.vy, d.valid, greedy, a.data.eval_size, 64);
           nll = mean_nll(model, d.vx, d.vy, 64);
           return 0;
         });
@@ -333,12 +322,12 @@ int train_transformer(const Args& a) {
   if (!f.run_dir.empty()) {
     std::filesystem::create_directories(f.run_dir);
     nn::save_safetensors(f.run_dir + "/model.safetensors", model.state_dict(),
-                         {{"transformer", mo.to_json()}, {"tokenizer", corpus ? a.tokenizer : "char"}, {"task", a.task}});
+                         {{"transformer", mo.to_json()}, {"tokenizer", corpus ? a.tokenizer : "char"}, {"task", a.data.task}});
     d.src_tok->vocab().save(f.run_dir + "/src_vocab.txt");
     d.tgt_tok->vocab().save(f.run_dir + "/tgt_vocab.txt");
   }
   nlohmann::ordered_json res;
-  res["task"] = a.task;
+  res["task"] = a.data.task;
   res["steps"] = tr.step;
   const std::string stop = nn::stop_reason_name(tr.reason);
   res["stop_reason"] = stop;
@@ -434,24 +423,17 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   CLI::App* t = train.add_subcommand("transformer", "Encoder-decoder Transformer on copy/reverse/sort/date or a parallel corpus (Noam schedule, label smoothing, KV-cached beam search)");
   const auto count = CLI::Range(int64_t(1), int64_t(1) << 40);
   const auto nonneg = CLI::Range(int64_t(0), int64_t(1) << 40);
-  t->add_option("--task", a->task, "copy, reverse, sort, date (synthetic), bible (after 'graft data prepare bible-en-es') or tsv")->capture_default_str()->check(CLI::IsMember({"copy", "reverse", "sort", "date", "bible", "tsv"}));
+  add_task_flags(t, a->data);
   t->add_option("--batch", a->batch, "Sequence pairs per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
   t->add_option("--layers", a->layers, "Layers (each of encoder and decoder)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(64)));
   t->add_option("--ffn", a->ffn, "Feed-forward width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1 << 20)));
   add_transformer_flags(t, a->d_model, a->heads, a->dropout, a->warmup, a->lr_scale);
   t->add_option("--label-smoothing", a->label_smoothing, "Label smoothing")->capture_default_str()->check(finite_in(0.0, 0.99));
   t->add_flag("--pre-norm", a->pre_norm, "Pre-norm layers (default: post-norm, as in the paper)");
-  t->add_option("--train-size", a->train_size, "Training pairs (synthetic: generated; corpora: the first N)")->capture_default_str()->check(CLI::Range(int64_t(10), int64_t(100000000)));
-  t->add_option("--valid-size", a->valid_size, "Validation pairs")->capture_default_str()->check(count);
-  t->add_option("--test-size", a->test_size, "Held-out test pairs")->capture_default_str()->check(count);
-  t->add_option("--eval-size", a->eval_size, "Validation pairs decoded at each evaluation")->capture_default_str()->check(count);
+  t->add_option("--train-size", a->data.train_size, "Training pairs (synthetic: generated; corpora: the first N)")->capture_default_str()->check(CLI::Range(int64_t(10), int64_t(100000000)));
   t->add_option("--target,--target-exact", a->target, "Stop once validation exact match reaches this (0 = off, needs --eval-every), e.g. 0.99")->capture_default_str()->check(finite_in(0.0, 1.0));
-  t->add_option("--min-len", a->min_len, "copy/reverse/sort: shortest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
-  t->add_option("--max-len", a->max_len, "copy/reverse/sort: longest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
-  t->add_option("--symbols", a->symbols, "copy/reverse/sort alphabet size (2..36)")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(36)));
-  t->add_option("--data-dir", a->data_dir, "Where 'graft data prepare' wrote the corpora")->capture_default_str();
-  t->add_option("--tsv-train", a->tsv_train, "--task tsv: training file (source<TAB>target)");
-  t->add_option("--tsv-test", a->tsv_test, "--task tsv: test file");
+  t->add_option("--min-len", a->data.min_len, "copy/reverse/sort: shortest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
+  t->add_option("--max-len", a->data.max_len, "copy/reverse/sort: longest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
   t->add_option("--tokenizer", a->tokenizer, "Corpora: word (lowercased, punctuation split) or char")->capture_default_str()->check(CLI::IsMember({"word", "char"}));
   t->add_option("--vocab-size", a->vocab_size, "Corpora: vocabulary limit per side")->capture_default_str()->check(CLI::Range(int64_t(5), int64_t(1000000)));
   t->add_option("--max-train-len", a->max_train_len, "Corpora: drop training pairs longer than N tokens (0 = keep all)")->capture_default_str()->check(nonneg);
@@ -463,8 +445,8 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
                    .eval_help = "decode --eval-size validation pairs (exact match, nll, BLEU on corpora)"},
                   [a] {
                     require_divisible(a->batch, "--batch", a->train);
-                    if (!is_corpus(a->task) && a->min_len > a->max_len)
-                      throw CLI::ValidationError("--min-len", fmt::format("{} > --max-len {}", a->min_len, a->max_len));
+                    if (!is_corpus(a->data.task) && a->data.min_len > a->data.max_len)
+                      throw CLI::ValidationError("--min-len", fmt::format("{} > --max-len {}", a->data.min_len, a->data.max_len));
                     if (a->target > 0 && a->train.eval_every == 0)
                       throw CLI::ValidationError("--target", "needs evaluations: set --eval-every N (N > 0)");
                   });

@@ -10,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "autograd/tensor.h"
 #include "data/seq2seq_tasks.h"
@@ -23,6 +25,46 @@
 namespace graft::tools {
 
 using Ids = std::vector<std::vector<int64_t>>;
+
+// The data flags of `graft train seq2seq` and `graft train transformer` (a command sets its
+// own defaults where they differ).
+struct SeqTaskFlags {
+  std::string task = "date";
+  std::string data_dir = "datasets";
+  std::string tsv_train, tsv_test;  // --task tsv
+  int64_t train_size = 20000, valid_size = 500, test_size = 1000, eval_size = 500;
+  int64_t min_len = 3, max_len = 10, symbols = 10;
+};
+
+// Their entries in the run's config.json, by long name.
+inline void add_task_config(nlohmann::ordered_json& j, const SeqTaskFlags& t) {
+  j["task"] = t.task;
+  j["data-dir"] = t.data_dir;
+  j["tsv-train"] = t.tsv_train;
+  j["tsv-test"] = t.tsv_test;
+  j["train-size"] = t.train_size;
+  j["valid-size"] = t.valid_size;
+  j["test-size"] = t.test_size;
+  j["eval-size"] = t.eval_size;
+  j["min-len"] = t.min_len;
+  j["max-len"] = t.max_len;
+  j["symbols"] = t.symbols;
+}
+
+// The flags both commands describe alike: --task, --valid-size, --test-size, --eval-size,
+// --symbols, --data-dir, --tsv-train, --tsv-test (--train-size, --min-len and --max-len differ
+// per command).
+inline void add_task_flags(CLI::App* c, SeqTaskFlags& t) {
+  const auto count = CLI::Range(int64_t(1), int64_t(1) << 40);
+  c->add_option("--task", t.task, "copy, reverse, sort, date (synthetic), bible (after 'graft data prepare bible-en-es') or tsv")->capture_default_str()->check(CLI::IsMember({"copy", "reverse", "sort", "date", "bible", "tsv"}));
+  c->add_option("--valid-size", t.valid_size, "Validation pairs")->capture_default_str()->check(count);
+  c->add_option("--test-size", t.test_size, "Held-out test pairs")->capture_default_str()->check(count);
+  c->add_option("--eval-size", t.eval_size, "Validation pairs decoded at each evaluation")->capture_default_str()->check(count);
+  c->add_option("--symbols", t.symbols, "copy/reverse/sort alphabet size (2..36)")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(36)));
+  c->add_option("--data-dir", t.data_dir, "Where 'graft data prepare' wrote the corpora")->capture_default_str();
+  c->add_option("--tsv-train", t.tsv_train, "--task tsv: training file (source<TAB>target)");
+  c->add_option("--tsv-test", t.tsv_test, "--task tsv: test file");
+}
 
 // A "word" (lowercased, punctuation split) or "char" tokenizer fitted on `texts`, keeping the
 // most frequent tokens up to `max_size` in all, the four specials included (0: no limit).
