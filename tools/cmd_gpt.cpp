@@ -46,8 +46,9 @@ struct GptArgs {
   TrainFlags train;  // --steps, --run-dir, --resume, --time-budget, --bf16, ... (tools/train_flags.h)
   std::string data, valid_data, side = "source", prompt;
   int64_t batch = 32, context = 64;
-  int64_t d_model = 128, heads = 4, layers = 4, ffn = 0, warmup = 400;
-  double dropout = 0.1, lr_scale = 1.0, temperature = 0.8, top_p = 1.0;
+  TransformerFlags model;  // --d-model, --heads, --dropout, --warmup, --lr-scale
+  int64_t layers = 4, ffn = 0;
+  double temperature = 0.8, top_p = 1.0;
   int64_t train_size = 5000, valid_lines = 200, eval_windows = 64;
   int64_t samples = 3, sample_len = 80, top_k = 20;
 };
@@ -63,13 +64,9 @@ nlohmann::ordered_json gpt_config(const GptArgs& a) {
   j["train-size"] = a.train_size;
   j["context"] = a.context;
   j["batch"] = a.batch;
-  j["d-model"] = a.d_model;
-  j["heads"] = a.heads;
+  add_transformer_config(j, a.model);
   j["layers"] = a.layers;
   j["ffn"] = a.ffn;
-  j["dropout"] = a.dropout;
-  j["warmup"] = a.warmup;
-  j["lr-scale"] = a.lr_scale;
   j["eval-windows"] = a.eval_windows;
   j["samples"] = a.samples;
   j["sample-len"] = a.sample_len;
@@ -147,8 +144,8 @@ int train_gpt(const GptArgs& a) {
   GRAFT_CHECK(int64_t(tr.size()) > L + 1 && int64_t(va.size()) > L + 1,
               "train gpt: the training ({}) and validation ({}) text must hold more than --context + 1 = {} "
               "characters", tr.size(), va.size(), L + 1);
-  const models::GPTOptions go{.vocab = tok.vocab().size(), .d_model = a.d_model, .nhead = a.heads,
-                              .num_layers = a.layers, .dim_feedforward = a.ffn, .dropout = a.dropout,
+  const models::GPTOptions go{.vocab = tok.vocab().size(), .d_model = a.model.d_model, .nhead = a.model.heads,
+                              .num_layers = a.layers, .dim_feedforward = a.ffn, .dropout = a.model.dropout,
                               .max_len = L};  // learned positions: only those trained on
   manual_seed(uint64_t(f.seed));
   models::GPT lm(go);
@@ -159,7 +156,7 @@ int train_gpt(const GptArgs& a) {
               "for now; use --device cpu", dev.str());
   lm.to(dev);  // before the optimizer reads the parameters
   optim::AdamW opt(lm.parameters(), {.lr = 1.0});
-  optim::Noam sched(opt, a.d_model, a.warmup, a.lr_scale);
+  optim::Noam sched(opt, a.model.d_model, a.model.warmup, a.model.lr_scale);
   fmt::print("gpt on {}: {} train / {} valid characters, vocab {}; {}, {} parameters; {} steps of {} x {}, "
              "{} thread(s)\n",
              a.data.empty() ? std::string("date lines") : a.data, tr.size(), va.size(), tok.vocab().size(),
@@ -256,7 +253,7 @@ void register_gpt_command(CLI::App& train, Commands& cmds) {
   t->add_option("--batch", g->batch, "Windows per step")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
   t->add_option("--layers", g->layers, "Blocks")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(64)));
   t->add_option("--ffn", g->ffn, "Feed-forward width (0 = 4 x --d-model)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1 << 20)));
-  add_transformer_flags(t, g->d_model, g->heads, g->dropout, g->warmup, g->lr_scale);
+  add_transformer_flags(t, g->model);
   t->add_option("--eval-windows", g->eval_windows, "Validation windows per periodic evaluation")->capture_default_str()->check(count);
   t->add_option("--samples", g->samples, "Samples to print")->capture_default_str()->check(nonneg);
   t->add_option("--sample-len", g->sample_len, "Most characters per sample (prompt + sample fit in --context)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(4096)));

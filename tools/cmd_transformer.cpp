@@ -57,8 +57,9 @@ struct Args {
   SeqTaskFlags data{.valid_size = 200, .test_size = 500, .eval_size = 200};  // tools/seq_common.h
   std::string tokenizer = "word";
   int64_t batch = 64;
-  int64_t d_model = 128, heads = 4, layers = 2, ffn = 512, warmup = 400;
-  double dropout = 0.1, label_smoothing = 0.1, lr_scale = 1.0, target = 0.0;
+  TransformerFlags model;  // --d-model, --heads, --dropout, --warmup, --lr-scale
+  int64_t layers = 2, ffn = 512;
+  double label_smoothing = 0.1, target = 0.0;
   int64_t beam = 4, vocab_size = 8000, max_out = 0;
   int64_t max_train_len = 0;
   double length_penalty = 1.0;
@@ -74,14 +75,10 @@ nlohmann::ordered_json transformer_config(const Args& a) {
   j["vocab-size"] = a.vocab_size;
   j["max-train-len"] = a.max_train_len;
   j["batch"] = a.batch;
-  j["d-model"] = a.d_model;
-  j["heads"] = a.heads;
+  add_transformer_config(j, a.model);
   j["layers"] = a.layers;
   j["ffn"] = a.ffn;
-  j["dropout"] = a.dropout;
   j["pre-norm"] = a.pre_norm;
-  j["warmup"] = a.warmup;
-  j["lr-scale"] = a.lr_scale;
   j["label-smoothing"] = a.label_smoothing;
   j["target"] = a.target;
   j["beam"] = a.beam;
@@ -230,9 +227,9 @@ int train_transformer(const Args& a) {
   models::DecodeOptions greedy = dopt;
   greedy.beam = 1;
   models::TransformerOptions mo{.src_vocab = d.src_tok->vocab().size(), .tgt_vocab = d.tgt_tok->vocab().size(),
-                                .d_model = a.d_model, .nhead = a.heads,
+                                .d_model = a.model.d_model, .nhead = a.model.heads,
                                 .num_encoder_layers = a.layers, .num_decoder_layers = a.layers,
-                                .dim_feedforward = a.ffn, .dropout = a.dropout,
+                                .dim_feedforward = a.ffn, .dropout = a.model.dropout,
                                 .norm_first = a.pre_norm, .share_embeddings = d.joint,
                                 .max_len = std::max(longest({&d.xs, &d.ys, &d.vx, &d.tx}), dopt.max_len) + 2};
   manual_seed(uint64_t(f.seed));
@@ -240,7 +237,7 @@ int train_transformer(const Args& a) {
   const Device dev = tools::train_device(f.device);
   model.to(dev);  // before the optimizer reads the parameters
   optim::Adam opt(model.parameters(), {.lr = 1.0, .beta2 = 0.98, .eps = 1e-9});
-  optim::Noam sched(opt, a.d_model, a.warmup, a.lr_scale);
+  optim::Noam sched(opt, a.model.d_model, a.model.warmup, a.model.lr_scale);
   fmt::print("task {}: {} train / {} valid / {} test pairs, vocab {} -> {} ({}-level{}); {}, {} "
              "parameters; {} steps of {}, {} thread(s)\n",
              a.data.task, d.xs.size(), d.valid.size(), d.test.size(), mo.src_vocab, mo.tgt_vocab,
@@ -409,13 +406,20 @@ int translate_transformer(const TransformerTranslateArgs& a) {
   return 0;
 }
 
-void add_transformer_flags(CLI::App* t, int64_t& d_model, int64_t& heads, double& dropout,
-                           int64_t& warmup, double& lr_scale) {
-  t->add_option("--d-model", d_model, "Model width")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(65536)));
-  t->add_option("--heads", heads, "Attention heads (must divide --d-model)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1024)));
-  t->add_option("--dropout", dropout, "Dropout")->capture_default_str()->check(finite_in(0.0, 0.95));
-  t->add_option("--warmup", warmup, "Noam warmup steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
-  t->add_option("--lr-scale", lr_scale, "Noam scale: lr = scale d^-0.5 min(n^-0.5, n w^-1.5)")->capture_default_str()->check(finite_in(1e-6, 1e3));
+void add_transformer_config(nlohmann::ordered_json& j, const TransformerFlags& f) {
+  j["d-model"] = f.d_model;
+  j["heads"] = f.heads;
+  j["dropout"] = f.dropout;
+  j["warmup"] = f.warmup;
+  j["lr-scale"] = f.lr_scale;
+}
+
+void add_transformer_flags(CLI::App* t, TransformerFlags& f) {
+  t->add_option("--d-model", f.d_model, "Model width")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(65536)));
+  t->add_option("--heads", f.heads, "Attention heads (must divide --d-model)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1024)));
+  t->add_option("--dropout", f.dropout, "Dropout")->capture_default_str()->check(finite_in(0.0, 0.95));
+  t->add_option("--warmup", f.warmup, "Noam warmup steps")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000000)));
+  t->add_option("--lr-scale", f.lr_scale, "Noam scale: lr = scale d^-0.5 min(n^-0.5, n w^-1.5)")->capture_default_str()->check(finite_in(1e-6, 1e3));
 }
 
 void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
@@ -427,7 +431,7 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   t->add_option("--batch", a->batch, "Sequence pairs per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
   t->add_option("--layers", a->layers, "Layers (each of encoder and decoder)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(64)));
   t->add_option("--ffn", a->ffn, "Feed-forward width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1 << 20)));
-  add_transformer_flags(t, a->d_model, a->heads, a->dropout, a->warmup, a->lr_scale);
+  add_transformer_flags(t, a->model);
   t->add_option("--label-smoothing", a->label_smoothing, "Label smoothing")->capture_default_str()->check(finite_in(0.0, 0.99));
   t->add_flag("--pre-norm", a->pre_norm, "Pre-norm layers (default: post-norm, as in the paper)");
   t->add_option("--train-size", a->data.train_size, "Training pairs (synthetic: generated; corpora: the first N)")->capture_default_str()->check(CLI::Range(int64_t(10), int64_t(100000000)));

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tools/commands.h"
 
 namespace graft::tools {
@@ -28,9 +30,16 @@ struct TransformerTranslateArgs {
 int translate_transformer(const TransformerTranslateArgs& a);
 
 // --d-model, --heads, --dropout, --warmup and --lr-scale (the Noam schedule): the flags that
-// `graft train transformer` and `graft train gpt` share.
-void add_transformer_flags(CLI::App* t, int64_t& d_model, int64_t& heads, double& dropout,
-                           int64_t& warmup, double& lr_scale);
+// `graft train transformer` and `graft train gpt` share, with their defaults.
+struct TransformerFlags {
+  int64_t d_model = 128, heads = 4;
+  double dropout = 0.1;
+  int64_t warmup = 400;
+  double lr_scale = 1.0;
+};
+void add_transformer_flags(CLI::App* t, TransformerFlags& f);
+// Their entries in the run's config.json, by long name.
+void add_transformer_config(nlohmann::ordered_json& j, const TransformerFlags& f);
 
 // `graft train gpt` (tools/cmd_gpt.cpp), registered by register_transformer_commands.
 void register_gpt_command(CLI::App& train, Commands& cmds);
