@@ -89,11 +89,13 @@ void bwd_group(const std::tuple<Es...>& es, const std::array<CBlock<T>, N>& in,
 
 // For every (b, j) in [rows, cols): out[m](b, j) = E_m(in(b, j), out_0..m-1(b, j)).
 // out[m].p == nullptr: output m is only an intermediate (kept in registers).
-template <class T, size_t N, size_t M, class... Es>
+// A (the xsimd architecture) is part of the instantiation's name, so that the copies of
+// autograd/rnn_loops.cpp compiled for different ISA levels never share one out-of-line body.
+template <class T, size_t N, size_t M, class A = xsimd::default_arch, class... Es>
 void forward(const std::tuple<Es...>& es, const std::array<CBlock<T>, N>& in,
              const std::array<Block<T>, M>& out, int64_t rows, int64_t cols) {
   static_assert(sizeof...(Es) == M, "fuse_multi::forward: one destination per expression");
-  using V = xsimd::batch<T>;
+  using V = xsimd::batch<T, A>;
   constexpr int64_t W = V::size;
 #pragma omp parallel for if (rows * cols >= 65536)
   for (int64_t b = 0; b < rows; ++b) {
@@ -105,11 +107,11 @@ void forward(const std::tuple<Es...>& es, const std::array<CBlock<T>, N>& in,
 
 // gx[k](b, j) = sum_m dy_m(b, j) d out_m / d in_k (through the later outputs too).
 // dy[m].p == nullptr: no gradient arrives at output m; gx[k].p == nullptr: not needed.
-template <class T, size_t N, size_t M, class... Es>
+template <class T, size_t N, size_t M, class A = xsimd::default_arch, class... Es>
 void backward(const std::tuple<Es...>& es, const std::array<CBlock<T>, N>& in,
               const std::array<CBlock<T>, M>& dy, const std::array<Block<T>, N>& gx, int64_t rows,
               int64_t cols) {
-  using V = xsimd::batch<T>;
+  using V = xsimd::batch<T, A>;
   constexpr int64_t W = V::size;
 #pragma omp parallel for if (rows * cols >= 32768)
   for (int64_t b = 0; b < rows; ++b) {

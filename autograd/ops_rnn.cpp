@@ -1,6 +1,6 @@
 // Recurrent-layer ops: the fused LSTM and GRU cell updates (one tape node each: the gate math
 // is one SIMD loop forward and one backward, both static expression graphs evaluated by
-// autograd/fuse_multi.h), the fused additive attention score v^T tanh(uh + wq) (one node
+// autograd/fuse_multi.h, in autograd/rnn_loops.cpp), the fused additive attention score v^T tanh(uh + wq) (one node
 // instead of add, tanh and a matrix-vector product, each with its own [B, S, A] temporaries) and
 // unstack (all time-step slices as one node).
 // The forward loop also stores the gate activations; the backward loop is then multiply-adds
@@ -14,17 +14,15 @@
 #include "autograd/case_util.h"
 #include "autograd/dispatch.h"
 #include "autograd/functions.h"
-#include "autograd/fuse_multi.h"
+#include "autograd/rnn_loops.h"
 #include "autograd/node.h"
-
-#include <xsimd/xsimd.hpp>
 
 namespace graft {
 
 namespace {
 
-using fuse_multi::Block;
-using fuse_multi::CBlock;
+using rnn_loops::Block;
+using rnn_loops::CBlock;
 
 // Rows with unit column stride (what the fused loops read); copies only when needed.
 Tensor unit_cols(const Tensor& t) {
@@ -47,44 +45,6 @@ void check_cell_input(const Tensor& t, const char* op, const char* what, int64_t
 }
 
 // ---------------------------------------------------------------- the cells' static graphs
-// Forward: the gate activations are outputs too (saved for backward), so the backward pass is
-// pure multiply-adds: no transcendental is evaluated twice. Variables N, N+1, ... are the
-// earlier outputs (autograd/fuse_multi.h).
-template <int I> constexpr ct::Var<I> v{};
-// tanh(x) = 2 sigmoid(2x) - 1: one exp and one division; it cut the forward loop's time by about
-// a third against the SIMD tanh in our runs. The absolute difference is at rounding level.
-template <class E> auto tanh_(const E& e) { return 2.0 * sigmoid(2.0 * e) - 1.0; }
-
-// LSTM forward: x0..x4 = i, f, g, o (pre-activations), c_prev.
-const auto lstm_fwd = std::make_tuple(sigmoid(v<0>),            // x5  = sigma(i)   (saved)
-                                      sigmoid(v<1>),            // x6  = sigma(f)   (saved)
-                                      tanh_(v<2>),              // x7  = tanh(g)    (saved)
-                                      sigmoid(v<3>),            // x8  = sigma(o)   (saved)
-                                      v<6> * v<4> + v<5> * v<7>,  // x9  = c = f c_prev + i g
-                                      tanh_(v<9>),              // x10 = tanh(c)    (saved)
-                                      v<8> * v<10>);            // x11 = h = o tanh(c)
-// LSTM backward: x0..x4 = the saved i, f, g, o, tanh(c); x5 = c_prev, x6 = dh, x7 = dc.
-const auto lstm_bwd = std::make_tuple(v<7> + v<6> * v<3> * (1.0 - v<4> * v<4>),  // x8 = dc' = dc + dh o (1 - tanh(c)^2)
-                                      v<8> * v<2> * v<0> * (1.0 - v<0>),        // d i = dc' g i (1 - i)
-                                      v<8> * v<5> * v<1> * (1.0 - v<1>),        // d f = dc' c_prev f (1 - f)
-                                      v<8> * v<0> * (1.0 - v<2> * v<2>),        // d g = dc' i (1 - g^2)
-                                      v<6> * v<4> * v<3> * (1.0 - v<3>),        // d o = dh tanh(c) o (1 - o)
-                                      v<8> * v<1>);                             // d c_prev = dc' f
-
-// GRU forward: x0..x2 = gi_r, gi_z, gi_n; x3..x5 = gh_r, gh_z, gh_n; x6 = h_prev.
-const auto gru_fwd = std::make_tuple(sigmoid(v<0> + v<3>),         // x7 = r   (saved)
-                                     sigmoid(v<1> + v<4>),         // x8 = z   (saved)
-                                     tanh_(v<2> + v<7> * v<5>),    // x9 = n   (saved)
-                                     v<9> + v<8> * (v<6> - v<9>));  // h = (1 - z) n + z h_prev
-// GRU backward: x0..x2 = the saved r, z, n; x3 = gh_n, x4 = h_prev, x5 = dy.
-const auto gru_bwd = std::make_tuple(v<5> * (1.0 - v<1>) * (1.0 - v<2> * v<2>),  // x6 = d gi_n = dy (1 - z)(1 - n^2)
-                                     v<6> * v<3> * v<0> * (1.0 - v<0>),        // x7 = d gi_r = d gh_r = d gi_n gh_n r (1 - r)
-                                     v<5> * (v<4> - v<2>) * v<1> * (1.0 - v<1>),  // x8 = d gi_z = d gh_z = dy (h_prev - n) z (1 - z)
-                                     v<6> * v<0>,                              // d gh_n = d gi_n r
-                                     v<5> * v<1>,                              // d h_prev = dy z
-                                     v<7>,                                     // (d gh_r: a copy of x7)
-                                     v<8>);                                    // (d gh_z: a copy of x8)
-
 Tensor or_zeros(const Tensor& g, const Tensor& like_t) { return g.defined() ? g : zeros_like(like_t); }
 
 // Double backward: the same derivatives written with tape ops (differentiable again).
@@ -153,7 +113,7 @@ std::pair<Tensor, Tensor> lstm_cell_fused(const Tensor& gates, const Tensor& c_p
     std::array<CBlock<T>, 5> in{cblock<T>(gd, 0), cblock<T>(gd, H), cblock<T>(gd, 2 * H),
                                 cblock<T>(gd, 3 * H), cblock<T>(cd)};
     auto a = [&](int k) { return grad ? block<T>(acts, k * H) : Block<T>{}; };
-    fuse_multi::forward<T, 5, 7>(lstm_fwd, in, {a(0), a(1), a(2), a(3), block<T>(c), a(4), block<T>(h)}, B, H);
+    rnn_loops::get<T>().lstm_forward(in, {a(0), a(1), a(2), a(3), block<T>(c), a(4), block<T>(h)}, B, H);
   });
   if (auto n = record(op, {gates, c_prev}, [B, H](BackwardCtx& ctx) -> std::vector<Tensor> {
         Tensor gates = ctx.saved_tensor(0), cp = ctx.saved_tensor(1);
@@ -168,7 +128,7 @@ std::pair<Tensor, Tensor> lstm_cell_fused(const Tensor& gates, const Tensor& c_p
                                       cblock<T>(dh),          cblock<T>(dc)};
           auto dg = [&](int k) { return dgates.defined() ? block<T>(dgates, k * H) : Block<T>{}; };
           // dgates = [dc' g i(1-i), dc' c_prev f(1-f), dc' i(1-g^2), dh tanh(c) o(1-o)], dc_prev = dc' f
-          fuse_multi::forward<T, 8, 6>(lstm_bwd, in,
+          rnn_loops::get<T>().lstm_backward(in,
                                        {Block<T>{}, dg(0), dg(1), dg(2), dg(3),
                                         dcp.defined() ? block<T>(dcp) : Block<T>{}}, B, H);
         });
@@ -206,7 +166,7 @@ Tensor gru_cell_fused(const Tensor& gi, const Tensor& gh, const Tensor& h_prev) 
                                 cblock<T>(hd, 0), cblock<T>(hd, H), cblock<T>(hd, 2 * H),
                                 cblock<T>(pd)};
     auto a = [&](int k) { return grad ? block<T>(acts, k * H) : Block<T>{}; };
-    fuse_multi::forward<T, 7, 4>(gru_fwd, in, {a(0), a(1), a(2), block<T>(h)}, B, H);
+    rnn_loops::get<T>().gru_forward(in, {a(0), a(1), a(2), block<T>(h)}, B, H);
   });
   if (auto n = record(op, {gi, gh, h_prev}, [B, H](BackwardCtx& ctx) -> std::vector<Tensor> {
         Tensor gi = ctx.saved_tensor(0), gh = ctx.saved_tensor(1), hp = ctx.saved_tensor(2);
@@ -222,7 +182,7 @@ Tensor gru_cell_fused(const Tensor& gi, const Tensor& gh, const Tensor& h_prev) 
           auto b_h = [&](int k) { return dgh.defined() ? block<T>(dgh, k * H) : Block<T>{}; };
           // dn = dy(1-z), dz = dy(h_prev-n), dh_prev = dy z; d gi_n = dn(1-n^2), d gh_n = d gi_n r,
           // d gi_r = d gh_r = d gi_n gh_n r(1-r), d gi_z = d gh_z = dz z(1-z)
-          fuse_multi::forward<T, 6, 7>(gru_bwd, in,
+          rnn_loops::get<T>().gru_backward(in,
                                        {b_i(2), b_i(0), b_i(1), b_h(2),
                                         dhp.defined() ? block<T>(dhp) : Block<T>{}, b_h(0), b_h(1)}, B, H);
         });
@@ -237,76 +197,6 @@ Tensor gru_cell_fused(const Tensor& gi, const Tensor& gh, const Tensor& h_prev) 
 
 // ---------------------------------------------------------------- additive attention score
 namespace {
-
-// tanh(x) = 2 sigmoid(2x) - 1 = 2 / (1 + exp(-2x)) - 1, as in the fused cells above.
-template <class V> V tanh_fast(V x) {
-  if constexpr (std::is_arithmetic_v<V>) return V(2) / (V(1) + std::exp(V(-2) * x)) - V(1);
-  else return V(2) / (V(1) + xsimd::exp(V(-2) * x)) - V(1);
-}
-
-// Rows s of one batch row b: t[s, :] = tanh(uh[s, :] + wq), e[s] = t[s, :] . v (t may be null).
-template <class T>
-void score_rows(const T* uh, const T* wq, const T* v, T* t, T* e, int64_t S, int64_t A) {
-  using V = xsimd::batch<T>;
-  constexpr int64_t W = int64_t(V::size);
-  for (int64_t s = 0; s < S; ++s) {
-    const T* u = uh + s * A;
-    T* ts = t ? t + s * A : nullptr;
-    V acc(T(0));
-    int64_t j = 0;
-    for (; j + W <= A; j += W) {
-      V x = tanh_fast(V::load_unaligned(u + j) + V::load_unaligned(wq + j));
-      if (ts) x.store_unaligned(ts + j);
-      acc = xsimd::fma(x, V::load_unaligned(v + j), acc);
-    }
-    T tail = 0;
-    for (; j < A; ++j) {
-      T x = tanh_fast(u[j] + wq[j]);
-      if (ts) ts[j] = x;
-      tail += x * v[j];
-    }
-    e[s] = xsimd::hadd(acc) + tail;
-  }
-}
-
-// Backward for one batch row b: g = de[s] v (1 - t^2); duh[s, :] = g; dwq += g over s.
-template <class T>
-void score_rows_bwd(const T* t, const T* de, const T* v, T* duh, T* dwq, int64_t S, int64_t A) {
-  using V = xsimd::batch<T>;
-  constexpr int64_t W = int64_t(V::size);
-  for (int64_t j = 0; j < A; ++j) dwq[j] = 0;
-  for (int64_t s = 0; s < S; ++s) {
-    const T* ts = t + s * A;
-    T* du = duh ? duh + s * A : nullptr;
-    const V d(de[s]);
-    int64_t j = 0;
-    for (; j + W <= A; j += W) {
-      V x = V::load_unaligned(ts + j);
-      V g = d * V::load_unaligned(v + j) * (V(1) - x * x);
-      if (du) g.store_unaligned(du + j);
-      (V::load_unaligned(dwq + j) + g).store_unaligned(dwq + j);
-    }
-    for (; j < A; ++j) {
-      T g = de[s] * v[j] * (T(1) - ts[j] * ts[j]);
-      if (du) du[j] = g;
-      dwq[j] += g;
-    }
-  }
-}
-
-// All B rows (parallel over b for large problems).
-template <class T>
-void score_forward(const T* uh, const T* wq, const T* v, T* t, T* e, int64_t B, int64_t S, int64_t A) {
-#pragma omp parallel for if (B * S * A >= 65536)
-  for (int64_t b = 0; b < B; ++b)
-    score_rows<T>(uh + b * S * A, wq + b * A, v, t ? t + b * S * A : nullptr, e + b * S, S, A);
-}
-template <class T>
-void score_backward(const T* t, const T* de, const T* v, T* duh, T* dwq, int64_t B, int64_t S, int64_t A) {
-#pragma omp parallel for if (B * S * A >= 65536)
-  for (int64_t b = 0; b < B; ++b)
-    score_rows_bwd<T>(t + b * S * A, de + b * S, v, duh ? duh + b * S * A : nullptr, dwq + b * A, S, A);
-}
 
 void check_score_inputs(const Tensor& uh, const Tensor& wq, const Tensor& v) {
   const char* op = "additive_attention_score";
@@ -339,7 +229,7 @@ Tensor additive_attention_score(const Tensor& uh, const Tensor& wq, const Tensor
   Tensor t = grad ? Tensor::empty({B, S, A}, dt) : Tensor();  // tanh(uh + wq), saved
   GRAFT_DISPATCH_FLOAT(dt, "additive_attention_score", T, [&] {
     const T *pu = ud.data<T>(), *pq = qd.data<T>(), *pv = vd.data<T>();
-    score_forward<T>(pu, pq, pv, grad ? t.data<T>() : nullptr, e.data<T>(), B, S, A);
+    rnn_loops::get<T>().score_forward(pu, pq, pv, grad ? t.data<T>() : nullptr, e.data<T>(), B, S, A);
   });
   if (auto n = record("additive_attention_score", {uh, wq, v}, [B, S, A](BackwardCtx& ctx) -> std::vector<Tensor> {
         Tensor de = ctx.grad(0);
@@ -356,7 +246,7 @@ Tensor additive_attention_score(const Tensor& uh, const Tensor& wq, const Tensor
         GRAFT_DISPATCH_FLOAT(t.dtype(), "additive_attention_score", T, [&] {
           const T *pt = t.data<T>(), *pd = dd.data<T>(), *pv = v.data<T>();
           T *pu = duh.defined() ? duh.data<T>() : nullptr, *pq = dwq.data<T>();
-          score_backward<T>(pt, pd, pv, pu, pq, B, S, A);  // d uh = de v (1 - t^2), d wq = sum_s d uh
+          rnn_loops::get<T>().score_backward(pt, pd, pv, pu, pq, B, S, A);  // d uh = de v (1 - t^2), d wq = sum_s d uh
         });
         Tensor dv;  // d v = sum_{b,s} de[b, s] t[b, s, :]  (one matrix-vector product)
         if (ctx.needs(2)) dv = matmul(dd.reshape({1, B * S}), t.reshape({B * S, A})).reshape({A});

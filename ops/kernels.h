@@ -2,6 +2,7 @@
 // pointers, one per kernel of ops/kernel_list.h, plus the argument structs those kernels take.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "ops/device.h"
 #include "ops/view.h"
@@ -83,7 +84,15 @@ struct Backend {
 
 // The table for `device`, or nullptr if no back-end is compiled/available for it.
 const Backend* backend_for(Device device);
+// The fast CPU kernels: in a portable x86-64 build, the copy (ISA level) this CPU runs best, or
+// the one the environment variable GRAFT_CPU_ISA names (baseline, avx2, avx512).
 const Backend& cpu_backend();
+// That copy's name: "baseline" (x86-64), "avx2" (x86-64-v3), "avx512" (x86-64-v4), or "native"
+// in a -Dnative=true / -Dmarch build, which has one copy. Throws graft::Error on a GRAFT_CPU_ISA
+// this build lacks or this CPU cannot run.
+const char* cpu_isa();
+// The copies this build has and this CPU can run, space-separated ("baseline avx2").
+std::string cpu_isa_available();
 // The scalar reference kernels (simple loops, any strides): tests compare fast kernels to these.
 const Backend& cpu_reference_backend();
 // Setters of this thread's OpsContext fields (ops/context.h), which hold these modes; scoped

@@ -30,7 +30,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <xsimd/xsimd.hpp>
 
 #include "data/spirals.h"
 #include "autograd/autocast.h"
@@ -171,7 +170,8 @@ int cmd_devices(bool json) {
     c["available"] = true;
     c["memory_bytes"] = cpu_mem;
     c["kernels"] = cpu.name;
-    c["simd"] = xsimd::default_arch::name();
+    c["isa"] = graft::cpu_isa();  // the CPU kernel copy in use (ops/kernels.h)
+    c["isa_available"] = graft::cpu_isa_available();
     c["openmp_threads"] = omp_get_max_threads();
     list.push_back(c);
     if (!cl_missing.empty()) {
@@ -202,8 +202,8 @@ int cmd_devices(bool json) {
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
-  fmt::print("cpu        available    kernels: {}, SIMD: {}, OpenMP threads: {}, {} MiB\n", cpu.name,
-             xsimd::default_arch::name(), omp_get_max_threads(), cpu_mem >> 20);
+  fmt::print("cpu        available    kernels: {} ({}), OpenMP threads: {}, {} MiB\n", cpu.name,
+             graft::cpu_isa(), omp_get_max_threads(), cpu_mem >> 20);
   if (!cl_missing.empty()) fmt::print("opencl     unavailable  {}\n", cl_missing);
   for (const auto& d : cl_devices)
     fmt::print("opencl:{:<3} available    {} / {} ({}), {} compute units, {} MiB, fp64 {}, {}\n",
@@ -220,10 +220,13 @@ std::string rank_tag() {
 }
 
 int cmd_version() {
+  const char* isa = graft::cpu_isa();  // first: a bad GRAFT_CPU_ISA stops before any output
   fmt::print("graft {}\n", GRAFT_VERSION);
   fmt::print("compiler: g++ {}, C++ {}\n", __VERSION__, __cplusplus);
-  fmt::print("SIMD: {} (xsimd), OpenMP threads: {}, OpenCL: {}\n", xsimd::default_arch::name(),
-             omp_get_max_threads(), GRAFT_HAVE_OPENCL ? "built" : "not built");
+  fmt::print("CPU kernels: {} (this CPU and build: {}; GRAFT_CPU_ISA=NAME picks one)\n",
+             isa, graft::cpu_isa_available());
+  fmt::print("OpenMP threads: {}, OpenCL: {}\n", omp_get_max_threads(),
+             GRAFT_HAVE_OPENCL ? "built" : "not built");
   fmt::print("MPI: {}{}\n", graft::dist::mpi_version(),
              graft::dist::built() ? fmt::format(" (data parallel: this process is rank {} of {})",
                                                 graft::dist::rank(), graft::dist::world_size())

@@ -32,7 +32,7 @@
 #include "ops/error.h"
 #include "ops/random.h"
 
-namespace graft::cpu {
+namespace GRAFT_CPU_NAMESPACE {
 namespace {
 
 struct Dims {

@@ -1,26 +1,141 @@
 // Assembles the CPU back-end tables (fast and reference) and the device -> back-end registry.
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/context.h"
+#include "graft_config.h"
+
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
 
 namespace graft {
 
-// Both tables come from the kernel list: every kernel must exist in both namespaces (a missing
-// one is an undefined reference at link time).
-const Backend& cpu_backend() {
-  static const Backend b{
-      .name = "cpu",
-#define GRAFT_KERNEL(k, roles, devices, params) .k = cpu::k,
+#if GRAFT_CPU_DISPATCH
+// The ISA copies' kernels (the same files compiled with -DGRAFT_KERNEL_ISA, see
+// ops/cpu/cpu_kernels.h); declared here, since only this file names them.
+namespace cpu::avx2 {
+#define GRAFT_KERNEL(k, roles, devices, params) void k params;
 #include "ops/kernel_list.h"
-  };
-  return b;
+}  // namespace cpu::avx2
+namespace cpu::avx512 {
+#define GRAFT_KERNEL(k, roles, devices, params) void k params;
+#include "ops/kernel_list.h"
+}  // namespace cpu::avx512
+#endif
+
+namespace {
+
+// Every table comes from the kernel list: every kernel must exist in every namespace (a missing
+// one is an undefined reference at link time). GRAFT_TABLE_NS names the namespace.
+#define GRAFT_KERNEL(k, roles, devices, params) .k = GRAFT_TABLE_NS::k,
+#define GRAFT_TABLE_NS cpu
+const Backend kBaseline{
+    .name = "cpu",
+#include "ops/kernel_list.h"
+};
+#undef GRAFT_TABLE_NS
+#define GRAFT_KERNEL(k, roles, devices, params) .k = GRAFT_TABLE_NS::k,
+#define GRAFT_TABLE_NS cpu::ref
+const Backend kReference{
+    .name = "cpu::ref",
+#include "ops/kernel_list.h"
+};
+#undef GRAFT_TABLE_NS
+
+struct IsaCopy {
+  const char* name;
+  const Backend* table;
+  bool supported;  // this CPU (and its OS) can run it
+};
+
+#if GRAFT_CPU_DISPATCH
+#define GRAFT_KERNEL(k, roles, devices, params) .k = GRAFT_TABLE_NS::k,
+#define GRAFT_TABLE_NS cpu::avx2
+const Backend kAvx2{
+    .name = "cpu",
+#include "ops/kernel_list.h"
+};
+#undef GRAFT_TABLE_NS
+#define GRAFT_KERNEL(k, roles, devices, params) .k = GRAFT_TABLE_NS::k,
+#define GRAFT_TABLE_NS cpu::avx512
+const Backend kAvx512{
+    .name = "cpu",
+#include "ops/kernel_list.h"
+};
+#undef GRAFT_TABLE_NS
+
+// Can this CPU run x86-64-v3 / x86-64-v4 code (the -march of each copy)? libgcc's checks include
+// the OS's saving of the YMM/ZMM state (XCR0). Clang 14 knows no level names, so the features.
+bool has_v3() {
+  __builtin_cpu_init();
+#if defined(__clang__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+         __builtin_cpu_supports("f16c");
+#else
+  return __builtin_cpu_supports("x86-64-v3");
+#endif
 }
-const Backend& cpu_reference_backend() {
-  static const Backend b{
-      .name = "cpu::ref",
-#define GRAFT_KERNEL(k, roles, devices, params) .k = cpu::ref::k,
-#include "ops/kernel_list.h"
-  };
-  return b;
+bool has_v4() {
+#if defined(__clang__)
+  return has_v3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vl");
+#else
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("x86-64-v4");
+#endif
+}
+// Best last.
+const std::vector<IsaCopy>& isa_copies() {
+  static const std::vector<IsaCopy> v{
+      {"baseline", &kBaseline, true}, {"avx2", &kAvx2, has_v3()}, {"avx512", &kAvx512, has_v4()}};
+  return v;
+}
+#else
+// -Dnative=true or -Dmarch=...: one copy, compiled for the machine the flags name.
+const std::vector<IsaCopy>& isa_copies() {
+  static const std::vector<IsaCopy> v{{"native", &kBaseline, true}};
+  return v;
+}
+#endif
+
+// The copy cpu_backend() runs: GRAFT_CPU_ISA's, else the best this CPU supports.
+const IsaCopy& chosen_copy() {
+  static const IsaCopy& c = [&]() -> const IsaCopy& {
+    const auto& v = isa_copies();
+    const char* want = std::getenv("GRAFT_CPU_ISA");
+    if (!want || !*want) {
+      for (size_t i = v.size(); i-- > 0;)
+        if (v[i].supported) return v[i];
+    }
+    for (const IsaCopy& c : v)
+      if (c.name == std::string_view(want)) {
+        GRAFT_CHECK(c.supported, "GRAFT_CPU_ISA={}: this CPU cannot run it (it can: {})", want,
+                    cpu_isa_available());
+        return c;
+      }
+    throw Error(fmt::format("GRAFT_CPU_ISA={}: not a CPU kernel copy of this build (it has: {})",
+                            want, cpu_isa_available()));
+  }();
+  return c;
+}
+
+}  // namespace
+
+const Backend& cpu_backend() { return *chosen_copy().table; }
+const Backend& cpu_reference_backend() { return kReference; }
+const char* cpu_isa() { return chosen_copy().name; }
+std::string cpu_isa_available() {
+  std::string s;
+  for (const IsaCopy& c : isa_copies())
+    if (c.supported) {
+      if (!s.empty()) s += ' ';
+      s += c.name;
+    }
+  return s;
 }
 
 namespace {

@@ -25,7 +25,7 @@
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/error.h"
 
-namespace graft::cpu {
+namespace GRAFT_CPU_NAMESPACE {
 namespace {
 
 // The sizes of one convolution, read from the views.

@@ -23,7 +23,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/functors.h"
 
-namespace graft::cpu {
+namespace GRAFT_CPU_NAMESPACE {
 namespace {
 
 // ------------------------------------------------------------------ iteration engine

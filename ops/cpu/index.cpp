@@ -26,7 +26,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 
-namespace graft::cpu {
+namespace GRAFT_CPU_NAMESPACE {
 namespace {
 
 [[noreturn]] void throw_bad_index(const char* op, int64_t value, int dim, int64_t size) {

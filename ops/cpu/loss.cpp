@@ -15,7 +15,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 
-namespace graft::cpu {
+namespace GRAFT_CPU_NAMESPACE {
 namespace {
 
 struct CeArgs {

@@ -21,7 +21,7 @@
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/cpu/simd.h"
 
-namespace graft::cpu {
+namespace GRAFT_CPU_NAMESPACE {
 namespace {
 
 // Below this many multiply-adds a product runs on one thread (an OpenMP fork costs more).
@@ -542,8 +542,10 @@ TensorView transposed(const TensorView& w) {
 
 }  // namespace
 
+#ifndef GRAFT_KERNEL_ISA  // one definition, in the baseline copy
 void set_use_onednn(bool on) { ops_context().onednn = on; }
 bool use_onednn() { return ops_context().onednn; }
+#endif
 
 void matmul(const TensorView& a, const TensorView& b, const TensorView& out, Precision prec) {
   matmul_impl(a, b, nullptr, out, prec);

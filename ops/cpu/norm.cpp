@@ -13,7 +13,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/simd.h"
 
-namespace graft::cpu {
+namespace GRAFT_CPU_NAMESPACE {
 namespace {
 
 // Rows and row length of a tensor normalised over its last dim.

@@ -27,7 +27,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 
-namespace graft::cpu {
+namespace GRAFT_CPU_NAMESPACE {
 namespace {
 
 template <class T> using Batch = xsimd::batch<T>;

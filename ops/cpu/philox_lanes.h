@@ -3,7 +3,9 @@
 #pragma once
 #include <cstdint>
 
-namespace graft::cpu {
+#include "ops/cpu/cpu_kernels.h"  // GRAFT_CPU_NAMESPACE: this ISA copy's namespace
+
+namespace GRAFT_CPU_NAMESPACE {
 
 // w0[l], w1[l] = the first two output words of philox4x32(counter0 + l, key) for l < n <= N:
 // the arithmetic of ops/random.h laid out structure-of-arrays over the counters, so that its

@@ -10,7 +10,7 @@
 #include "ops/cpu/philox_lanes.h"
 #include "ops/random.h"
 
-namespace graft::cpu {
+namespace GRAFT_CPU_NAMESPACE {
 namespace {
 
 // Conversion of a draw to the output dtype. A double just below 1 rounds to 1.0f in float,

@@ -28,7 +28,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/functors.h"
 
-namespace graft::cpu {
+namespace GRAFT_CPU_NAMESPACE {
 namespace {
 
 template <class T> using Batch = xsimd::batch<T>;

@@ -29,7 +29,7 @@ for t in ${FUZZ_TARGETS:-$all_targets}; do
 done
 
 if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" "$root" -Dfuzz=true -Dbuildtype=debugoptimized
+  meson setup "$build" "$root" -Dfuzz=true -Dbuildtype=debugoptimized -Dnative=true
 else
   meson configure "$build" -Dfuzz=true
 fi

@@ -174,6 +174,10 @@ def test_command(tree, spec):
     if exe == "cli":  # the CLI smoke test (tests/tools/cli_smoke.sh)
         return ["sh", str(tree.path / "tests/tools/cli_smoke.sh"),
                 str(tree.build / "tools/graft")]
+    if exe == "isa":  # the CPU kernel copies (tests/ops/cpu_isa_levels.sh)
+        return ["sh", str(tree.path / "tests/ops/cpu_isa_levels.sh"), str(tree.build / "tools/graft"),
+                str(tree.build / "tests/test_ops"), str(tree.build / "tests/test_graft"),
+                str(tree.build / "libgraft.so.0.1.0")]
     if exe == "mpi2":  # the inner test on 2 MPI ranks (tests/nn/run_mpi.sh)
         return ["sh", str(tree.path / "tests/nn/run_mpi.sh")] + test_command(tree, flt)
     cmd = [str(tree.build / "tests" / exe)]
@@ -182,11 +186,13 @@ def test_command(tree, spec):
     return cmd
 
 
-def test_target(spec):
+def test_targets(spec):
     exe, flt = parse_test(spec)
     if exe == "mpi2":
-        return test_target(flt)
-    return "tools/graft" if exe == "cli" else f"tests/{exe}"
+        return test_targets(flt)
+    if exe == "isa":
+        return ["tools/graft", "tests/test_ops", "tests/test_graft"]
+    return ["tools/graft"] if exe == "cli" else [f"tests/{exe}"]
 
 
 def env_for_tests():
@@ -223,7 +229,7 @@ def try_mutant(tree, m, quick, build_timeout, test_timeout):
             return apply_and_test(tree, m, quick, build_timeout, test_timeout)
         finally:
             if tree.in_place:  # no binary in the shared build dir keeps the mutant
-                tree.ninja(sorted({test_target(t) for t in m["tests"]}), build_timeout)
+                tree.ninja(sorted({x for t in m["tests"] for x in test_targets(t)}), build_timeout)
 
 
 def apply_and_test(tree, m, quick, build_timeout, test_timeout):
@@ -232,7 +238,7 @@ def apply_and_test(tree, m, quick, build_timeout, test_timeout):
     (tree.path / rel).write_text(text.replace(m["original"], m["replacement"], 1),
                                  encoding="utf-8")
     try:
-        targets = sorted({test_target(t) for t in m["tests"]}) if quick else []
+        targets = sorted({x for t in m["tests"] for x in test_targets(t)}) if quick else []
         rc, out = tree.ninja(targets, build_timeout)
         if rc != 0:
             errs = [l for l in out.splitlines() if "error" in l] or out.strip().splitlines()[-1:]
