@@ -54,11 +54,11 @@ void bench(int64_t B, int64_t C, int64_t L, int64_t K, bool wide, int threads) {
     std::function<void()> fast, ref;
   };
   const Pass passes[] = {
-      {"fwd", [&] { graft::cpu::conv1d(x.view, w.view, bias.view, a, y.view); },
+      {"fwd", [&] { graft::cpu_backend().conv1d(x.view, w.view, bias.view, a, y.view); },
        [&] { graft::cpu::ref::conv1d(x.view, w.view, bias.view, a, y_ref.view); }},
-      {"bwd_data", [&] { graft::cpu::conv1d_backward_input(dy.view, w.view, a, dx.view); },
+      {"bwd_data", [&] { graft::cpu_backend().conv1d_backward_input(dy.view, w.view, a, dx.view); },
        [&] { graft::cpu::ref::conv1d_backward_input(dy.view, w.view, a, dx.view); }},
-      {"bwd_weights", [&] { graft::cpu::conv1d_backward_weight(x.view, dy.view, a, dw.view, db.view); },
+      {"bwd_weights", [&] { graft::cpu_backend().conv1d_backward_weight(x.view, dy.view, a, dw.view, db.view); },
        [&] { graft::cpu::ref::conv1d_backward_weight(x.view, dy.view, a, dw.view, db.view); }},
   };
   for (const Pass& p : passes) {

@@ -80,9 +80,9 @@ int main() {
     };
     const auto t = median_seconds({
         memcpy_threads,
-        [&] { cpu::binary(BinaryOp::add, va, vb, vo); },
-        [&] { cpu::binary(BinaryOp::mul, va, vb, vo); },
-        [&] { cpu::unary(UnaryOp::gelu, 0.0, va, vo); },
+        [&] { cpu_backend().binary(BinaryOp::add, va, vb, vo); },
+        [&] { cpu_backend().binary(BinaryOp::mul, va, vb, vo); },
+        [&] { cpu_backend().unary(UnaryOp::gelu, 0.0, va, vo); },
     });
     const double ref = 2 * gb / t[0];
     emit_gbps("elementwise_add", 3 * gb / t[1], ref, threads);

@@ -46,7 +46,7 @@ void bench(int64_t n, int threads) {
   // graft: C [n, n] = A [n, n] @ B [n, n]
   const graft::TensorView av = matrix_view(a.data(), n), bv = matrix_view(b.data(), n),
                           cv = matrix_view(c.data(), n);
-  auto run_graft = [&] { graft::cpu::matmul(av, bv, cv, graft::Precision::f32); };
+  auto run_graft = [&] { graft::cpu_backend().matmul(av, bv, cv, graft::Precision::f32); };
 
   // oneDNN directly, the plain row-major case
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);

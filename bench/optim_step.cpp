@@ -76,7 +76,7 @@ int main() {
     const double ref = 2.0 * copy_floats * sizeof(float) / 1e9 / t_copy;
     const double t_step = median_seconds([&] {
       for (int k = 0; k < kTensors; ++k)
-        cpu::adam_step(p[k].kview(), g[k].kview(), m[k].kview(), v[k].kview(), a);
+        cpu_backend().adam_step(p[k].kview(), g[k].kview(), m[k].kview(), v[k].kview(), a);
     });
     emit_gbps("optim_step_adamw", 28.0 * n / 1e9 / t_step, ref, threads);
   }

@@ -104,18 +104,18 @@ const std::vector<IsaCopy>& isa_copies() {
 
 // The copy cpu_backend() runs: GRAFT_CPU_ISA's, else the best this CPU supports.
 const IsaCopy& chosen_copy() {
-  static const IsaCopy& c = [&]() -> const IsaCopy& {
+  static const IsaCopy& c = []() -> const IsaCopy& {
     const auto& v = isa_copies();
     const char* want = std::getenv("GRAFT_CPU_ISA");
     if (!want || !*want) {
       for (size_t i = v.size(); i-- > 0;)
         if (v[i].supported) return v[i];
     }
-    for (const IsaCopy& c : v)
-      if (c.name == std::string_view(want)) {
-        GRAFT_CHECK(c.supported, "GRAFT_CPU_ISA={}: this CPU cannot run it (it can: {})", want,
+    for (const IsaCopy& k : v)
+      if (k.name == std::string_view(want)) {
+        GRAFT_CHECK(k.supported, "GRAFT_CPU_ISA={}: this CPU cannot run it (it can: {})", want,
                     cpu_isa_available());
-        return c;
+        return k;
       }
     throw Error(fmt::format("GRAFT_CPU_ISA={}: not a CPU kernel copy of this build (it has: {})",
                             want, cpu_isa_available()));

@@ -6,6 +6,8 @@
 // with -march=x86-64-v3 and -march=x86-64-v4 and -DGRAFT_KERNEL_ISA=avx2 / avx512 (meson.build).
 // Each copy opens GRAFT_CPU_NAMESPACE (graft::cpu, graft::cpu::avx2, graft::cpu::avx512), so
 // the copies coexist in one library, and ops/cpu/backend.cpp picks one table at run time.
+// So graft::cpu::k is always the baseline copy: code that wants the copy this CPU runs calls
+// cpu_backend().k (the kernel tests in tests/ops call graft::cpu:: and graft::cpu::ref:: directly).
 #pragma once
 #include "ops/kernels.h"
 

@@ -176,7 +176,7 @@ def test_command(tree, spec):
                 str(tree.build / "tools/graft")]
     if exe == "isa":  # the CPU kernel copies (tests/ops/cpu_isa_levels.sh)
         return ["sh", str(tree.path / "tests/ops/cpu_isa_levels.sh"), str(tree.build / "tools/graft"),
-                str(tree.build / "tests/test_ops"), str(tree.build / "tests/test_graft"),
+                str(tree.build / "tests/test_graft"),
                 str(tree.build / "libgraft.so.0.1.0")]
     if exe == "mpi2":  # the inner test on 2 MPI ranks (tests/nn/run_mpi.sh)
         return ["sh", str(tree.path / "tests/nn/run_mpi.sh")] + test_command(tree, flt)
@@ -191,7 +191,7 @@ def test_targets(spec):
     if exe == "mpi2":
         return test_targets(flt)
     if exe == "isa":
-        return ["tools/graft", "tests/test_ops", "tests/test_graft"]
+        return ["tools/graft", "tests/test_graft"]
     return ["tools/graft"] if exe == "cli" else [f"tests/{exe}"]
 
 

@@ -1,12 +1,13 @@
 #!/bin/sh
 # The CPU kernel copies of a portable build (ops/cpu/cpu_kernels.h): each one this CPU can run
-# passes the kernel tests and the op table (fast vs reference, gradchecks), GRAFT_CPU_ISA picks
-# it and `graft version` names it, a bad GRAFT_CPU_ISA is a clear error, and no code outside
+# passes the op table (every op's fast kernels through cpu_backend() against the reference ones,
+# gradchecks; the kernel suite test_ops calls graft::cpu::, the baseline copy, directly), GRAFT_CPU_ISA
+# picks it and `graft version` names it, a bad GRAFT_CPU_ISA is a clear error, and no code outside
 # the ISA namespaces uses an instruction beyond x86-64 (an inline function kept from an AVX
 # object, or a static initialiser of one, would crash older CPUs when the library loads).
-# Usage: cpu_isa_levels.sh GRAFT_EXE TEST_OPS TEST_GRAFT LIBGRAFT_SO
+# Usage: cpu_isa_levels.sh GRAFT_EXE TEST_GRAFT LIBGRAFT_SO
 set -eu
-graft=$1 test_ops=$2 test_graft=$3 lib=$4
+graft=$1 test_graft=$2 lib=$3
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 line=$("$graft" version | grep '^CPU kernels:') || fail "graft version prints no 'CPU kernels:' line"
@@ -32,13 +33,12 @@ case " $levels " in
     echo "$out" | grep -q "cannot run it" || fail "GRAFT_CPU_ISA=avx512: $out" ;;
 esac
 
-# Every copy but the default (the other suites run that one): kernels, then the op table.
+# Every copy but the default (the other suites run that one): the op table.
 for isa in $levels; do
   GRAFT_CPU_ISA=$isa "$graft" version | grep -q "^CPU kernels: $isa " ||
     fail "GRAFT_CPU_ISA=$isa: graft version names another copy"
   [ "$isa" = "$default" ] && continue
   echo "== $isa"
-  GRAFT_CPU_ISA=$isa "$test_ops" --minimal || fail "test_ops with GRAFT_CPU_ISA=$isa"
   GRAFT_CPU_ISA=$isa "$test_graft" --minimal --test-case='*op table*' ||
     fail "op table with GRAFT_CPU_ISA=$isa"
 done
