@@ -27,22 +27,15 @@ namespace cpu::avx512 {
 
 namespace {
 
-// Every table comes from the kernel list: every kernel must exist in every namespace (a missing
-// one is an undefined reference at link time). GRAFT_TABLE_NS names the namespace.
-#define GRAFT_KERNEL(k, roles, devices, params) .k = GRAFT_TABLE_NS::k,
+// The tables, each from the kernel list (ops/cpu/backend_table.inc).
+#define GRAFT_TABLE_VAR kBaseline
+#define GRAFT_TABLE_NAME "cpu"
 #define GRAFT_TABLE_NS cpu
-const Backend kBaseline{
-    .name = "cpu",
-#include "ops/kernel_list.h"
-};
-#undef GRAFT_TABLE_NS
-#define GRAFT_KERNEL(k, roles, devices, params) .k = GRAFT_TABLE_NS::k,
+#include "ops/cpu/backend_table.inc"
+#define GRAFT_TABLE_VAR kReference
+#define GRAFT_TABLE_NAME "cpu::ref"
 #define GRAFT_TABLE_NS cpu::ref
-const Backend kReference{
-    .name = "cpu::ref",
-#include "ops/kernel_list.h"
-};
-#undef GRAFT_TABLE_NS
+#include "ops/cpu/backend_table.inc"
 
 struct IsaCopy {
   const char* name;
@@ -51,20 +44,14 @@ struct IsaCopy {
 };
 
 #if GRAFT_CPU_DISPATCH
-#define GRAFT_KERNEL(k, roles, devices, params) .k = GRAFT_TABLE_NS::k,
+#define GRAFT_TABLE_VAR kAvx2
+#define GRAFT_TABLE_NAME "cpu"
 #define GRAFT_TABLE_NS cpu::avx2
-const Backend kAvx2{
-    .name = "cpu",
-#include "ops/kernel_list.h"
-};
-#undef GRAFT_TABLE_NS
-#define GRAFT_KERNEL(k, roles, devices, params) .k = GRAFT_TABLE_NS::k,
+#include "ops/cpu/backend_table.inc"
+#define GRAFT_TABLE_VAR kAvx512
+#define GRAFT_TABLE_NAME "cpu"
 #define GRAFT_TABLE_NS cpu::avx512
-const Backend kAvx512{
-    .name = "cpu",
-#include "ops/kernel_list.h"
-};
-#undef GRAFT_TABLE_NS
+#include "ops/cpu/backend_table.inc"
 
 // Can this CPU run x86-64-v3 / x86-64-v4 code (the -march of each copy)? libgcc's checks include
 // the OS's saving of the YMM/ZMM state (XCR0). Clang 14 knows no level names, so the features.
