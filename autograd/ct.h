@@ -107,7 +107,7 @@ template <class F> constexpr double default_alpha() {
   if constexpr (requires { F::default_alpha; }) return F::default_alpha;
   else return 0.0;
 }
-#define GRAFT_CT_UNARY(name, F)                                             \
+#define GRAFT_CT_UNARY(name, F, ...)                                        \
   template <Expr A> auto name(A&& a, double alpha = default_alpha<fn::F>()) { \
     return Un<fn::F, std::remove_cvref_t<A>>{a, alpha};                     \
   }
@@ -277,7 +277,7 @@ template <Expr E, int I> auto grad(const E& f, Var<I> x) { return d(f, x); }
 // ------------------------------------------------------------------ printing
 // The op's name in the lists of ops/kernels.h; the four arithmetic ops print as infix symbols.
 template <class F> constexpr const char* op_name() {
-#define GRAFT_CT_NAME(name, G) if constexpr (std::is_same_v<F, fn::G>) return #name; else
+#define GRAFT_CT_NAME(name, G, ...) if constexpr (std::is_same_v<F, fn::G>) return #name; else
   GRAFT_UNARY_OPS(GRAFT_CT_NAME) GRAFT_BINARY_OPS(GRAFT_CT_NAME) return "?";
 #undef GRAFT_CT_NAME
 }

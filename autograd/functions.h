@@ -6,25 +6,19 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "ops/kernels.h"
 #include "ops/random.h"
 
 namespace graft {
 
 // ---- elementwise unary (float dtypes)
-Tensor neg(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
+// `Tensor name(const Tensor& x)` for every plain unary op listed in GRAFT_PLAIN_UNARY_OPS
+// (ops/kernels.h): neg, exp, log, sqrt, rsqrt, abs, tanh, sigmoid, relu, erf, sin, cos and more
+#define GRAFT_DECLARE_UNARY(name, ...) Tensor name(const Tensor& x);
+GRAFT_PLAIN_UNARY_OPS(GRAFT_DECLARE_UNARY)
+#undef GRAFT_DECLARE_UNARY
 // approximate: "none" (erf form) or "tanh"
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
-Tensor erf(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor square(const Tensor& x);
 Tensor add(const Tensor& x, double s);

@@ -92,21 +92,10 @@ Tensor compare_op(CompareOp op, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-#define GRAFT_UNARY_FN(fname, op) \
-  Tensor fname(const Tensor& x) { return unary_op(UnaryOp::op, 0.0, x); }
-GRAFT_UNARY_FN(neg, neg)
-GRAFT_UNARY_FN(exp, exp)
-GRAFT_UNARY_FN(log, log)
-GRAFT_UNARY_FN(sqrt, sqrt)
-GRAFT_UNARY_FN(rsqrt, rsqrt)
-GRAFT_UNARY_FN(abs, abs)
-GRAFT_UNARY_FN(tanh, tanh)
-GRAFT_UNARY_FN(sigmoid, sigmoid)
-GRAFT_UNARY_FN(relu, relu)
-GRAFT_UNARY_FN(erf, erf)
-GRAFT_UNARY_FN(sin, sin)
-GRAFT_UNARY_FN(cos, cos)
-#undef GRAFT_UNARY_FN
+#define GRAFT_DEFINE_UNARY(name, ...) \
+  Tensor name(const Tensor& x) { return unary_op(UnaryOp::name, 0.0, x); }
+GRAFT_PLAIN_UNARY_OPS(GRAFT_DEFINE_UNARY)
+#undef GRAFT_DEFINE_UNARY
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   GRAFT_CHECK(approximate == "none" || approximate == "tanh",
               "gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate);
@@ -195,20 +184,12 @@ void register_elementwise_ops(std::vector<OpInfo>& t) {
   // domain; ops with a kink at 0 (abs, relu) get inputs away from it.
   struct U { const char* name; std::function<Tensor(const Tensor&)> fn; double lo, hi; bool kink; };
   const std::vector<U> unaries = {
-      {"neg", [](const Tensor& x) { return neg(x); }, -2, 2, false},
-      {"exp", [](const Tensor& x) { return exp(x); }, -2, 2, false},
-      {"log", [](const Tensor& x) { return log(x); }, 0.2, 3, false},
-      {"sqrt", [](const Tensor& x) { return sqrt(x); }, 0.2, 3, false},
-      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, 0.2, 3, false},
-      {"abs", [](const Tensor& x) { return abs(x); }, 0, 0, true},
-      {"tanh", [](const Tensor& x) { return tanh(x); }, -2, 2, false},
-      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, -3, 3, false},
-      {"relu", [](const Tensor& x) { return relu(x); }, 0, 0, true},
+#define GRAFT_UNARY_CASE(name, F, lo, hi, ...) \
+  {#name, [](const Tensor& x) { return name(x); }, lo, hi, (lo) == (hi)},
+      GRAFT_PLAIN_UNARY_OPS(GRAFT_UNARY_CASE)
+#undef GRAFT_UNARY_CASE
       {"gelu", [](const Tensor& x) { return gelu(x); }, -3, 3, false},
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); }, -3, 3, false},
-      {"erf", [](const Tensor& x) { return erf(x); }, -2, 2, false},
-      {"sin", [](const Tensor& x) { return sin(x); }, -3, 3, false},
-      {"cos", [](const Tensor& x) { return cos(x); }, -3, 3, false},
       {"pow_scalar", [](const Tensor& x) { return pow(x, 2.5); }, 0.3, 2, false},
       {"add_scalar", [](const Tensor& x) { return x + 0.75; }, -2, 2, false},
       {"mul_scalar", [](const Tensor& x) { return x * -1.5; }, -2, 2, false},

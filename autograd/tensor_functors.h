@@ -158,7 +158,7 @@ enum : unsigned { kUseX = 1, kUseZ = 2, kUseY = 4 };
 // dx = F'(x) dy for y = F(x; a), recorded on the tape (the rule is F::df).
 inline Tensor unary_df(UnaryOp op, double a, const Tensor& x, const Tensor& y, const Tensor& dy) {
   switch (op) {
-#define GRAFT_TFN_CASE(name, F) \
+#define GRAFT_TFN_CASE(name, F, ...) \
   case UnaryOp::name: return fn::F::df(Val(x), Val(y), Val(dy), a).tensor(dy);
     GRAFT_UNARY_OPS(GRAFT_TFN_CASE)
 #undef GRAFT_TFN_CASE

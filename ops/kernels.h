@@ -10,11 +10,29 @@
 namespace graft {
 
 // X-macro lists: name, functor (ops/functors.h).
+// The plain unary ops: X(name, Functor, lo, hi, x0, y0). Each becomes the public `Tensor
+// name(const Tensor&)` (autograd/functions.h); op-table cases (gradchecks, fast vs reference
+// kernels, OpenCL) on inputs in [lo, hi] (lo == hi == 0: a kink at 0, inputs kept away from it);
+// and a known value, name(x0) == y0 (y0 from Python's math module), which catches a wrong
+// forward that the kernels all share. A new plain op is its functor plus one entry here.
+#define GRAFT_PLAIN_UNARY_OPS(X)                    \
+  X(neg, Neg, -2, 2, 1.5, -1.5)                     \
+  X(exp, Exp, -2, 2, 0.5, 1.6487212707001282)       \
+  X(log, Log, 0.2, 3, 2.0, 0.6931471805599453)      \
+  X(sqrt, Sqrt, 0.2, 3, 2.0, 1.4142135623730951)    \
+  X(rsqrt, Rsqrt, 0.2, 3, 4.0, 0.5)                 \
+  X(abs, Abs, 0, 0, -1.25, 1.25)                    \
+  X(tanh, Tanh, -2, 2, 0.5, 0.46211715726000974)    \
+  X(sigmoid, Sigmoid, -3, 3, 1.0, 0.7310585786300049) \
+  X(relu, Relu, 0, 0, -0.5, 0.0)                    \
+  X(erf, Erf, -2, 2, 0.5, 0.5204998778130465)       \
+  X(sin, Sin, -3, 3, 1.0, 0.8414709848078965)       \
+  X(cos, Cos, -3, 3, 1.0, 0.5403023058681398)
+// Every fused unary kernel: the plain ops and those whose public function takes options
+// (autograd/ops_elementwise.cpp). X macros over it take (name, Functor, ...).
 #define GRAFT_UNARY_OPS(X) \
-  X(neg, Neg) X(exp, Exp) X(log, Log) X(sqrt, Sqrt) X(rsqrt, Rsqrt) X(abs, Abs) X(tanh, Tanh) \
-  X(sigmoid, Sigmoid) X(relu, Relu) X(gelu, Gelu) X(gelu_tanh, GeluTanh) X(erf, Erf) X(sin, Sin) \
-  X(cos, Cos) X(pow_scalar, PowScalar) X(add_scalar, AddScalar) X(mul_scalar, MulScalar) \
-  X(softplus, Softplus)
+  GRAFT_PLAIN_UNARY_OPS(X) X(gelu, Gelu) X(gelu_tanh, GeluTanh) X(pow_scalar, PowScalar) \
+  X(add_scalar, AddScalar) X(mul_scalar, MulScalar) X(softplus, Softplus)
 #define GRAFT_BINARY_OPS(X) \
   X(add, Add) X(sub, Sub) X(mul, Mul) X(div, Div) X(pow, Pow) X(maximum, Maximum) X(minimum, Minimum)
 #define GRAFT_COMPARE_OPS(X) X(eq, ==) X(ne, !=) X(lt, <) X(le, <=) X(gt, >) X(ge, >=)

@@ -305,7 +305,7 @@ GRAFT_COMPARE_OPS(GRAFT_CMP_FUNCTOR)
 // sit inside the dispatch macro's argument, hence functions).
 template <class K> void with_unary_functor(UnaryOp op, K&& k) {
   switch (op) {
-#define GRAFT_CASE(name, F) \
+#define GRAFT_CASE(name, F, ...) \
   case UnaryOp::name: return k(std::type_identity<fn::F>{});
     GRAFT_UNARY_OPS(GRAFT_CASE)
 #undef GRAFT_CASE

@@ -96,7 +96,7 @@ std::string generate_elementwise(DType t) {
   using gen::Sym;
   const bool f32 = t == DType::f32;
   std::string out = "// ---- generated from ops/functors.h (ops/opencl/codegen.cpp)\n";
-#define GRAFT_GEN_UNARY(name, F)                                                            \
+#define GRAFT_GEN_UNARY(name, F, ...)                                                       \
   out += gen::function(f32, "unf_" #name "(T x, T a)",                                     \
                        [] { return fn::F::f<Sym>(Sym("x"), gen::kAlpha); });               \
   out += gen::function(f32, "undf_" #name "(T x, T y, T dy, T a)", [] {                    \

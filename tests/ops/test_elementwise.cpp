@@ -299,6 +299,29 @@ TEST_CASE("elementwise: known values") {
   CHECK(!m.ptr<bool>()[2]);
 }
 
+TEST_CASE("elementwise: every plain unary op gives its listed value, fast and reference, f64 and f32") {
+  // GRAFT_PLAIN_UNARY_OPS carries one (x0, y0) per op, computed outside graft: a functor whose
+  // forward is wrong passes the gradchecks (its df may match it) but not this.
+  struct Known { UnaryOp op; const char* name; double x0, y0; };
+#define GRAFT_KNOWN(name, F, lo, hi, x0, y0) {UnaryOp::name, #name, x0, y0},
+  const Known known[] = {GRAFT_PLAIN_UNARY_OPS(GRAFT_KNOWN)};
+#undef GRAFT_KNOWN
+  for (const Known& k : known) {
+    CAPTURE(k.name);
+    for (DType dt : kFloat) {
+      // 17 elements: the SIMD body and its scalar tail
+      Buf x = buf_of({17}, dt, std::vector<double>(17, k.x0)), yf({17}, dt), yr({17}, dt);
+      fast::unary(k.op, 0, x.v, yf.v);
+      ref::unary(k.op, 0, x.v, yr.v);
+      const double tol = dt == DType::f64 ? 1e-14 : 1e-6;
+      for (int i = 0; i < 17; ++i) {
+        CHECK(yf.at(i) == doctest::Approx(k.y0).epsilon(tol));
+        CHECK(yr.at(i) == doctest::Approx(k.y0).epsilon(tol));
+      }
+    }
+  }
+}
+
 TEST_CASE("elementwise: non-float dtypes are rejected with graft::Error") {
   Buf a({4}, DType::i64), o({4}, DType::i64);
   CHECK_THROWS_AS(fast::unary(UnaryOp::exp, 0, a.v, o.v), Error);
