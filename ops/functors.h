@@ -129,6 +129,16 @@ struct Cos {
   // dx = -dy * sin(x)
   template <class T> static T df(T x, T, T dy, double) { GRAFT_FN_MATH; return -dy * sin(x); }
 };
+// SiLU (swish): y = x * sigmoid(x)
+struct Silu {
+  template <class T> static T f(T x, double) { GRAFT_FN_MATH; return x / (T(1) + exp(-x)); }
+  // dx = dy * s * (1 + x (1 - s)),  s = sigmoid(x)
+  template <class T> static T df(T x, T, T dy, double) {
+    GRAFT_FN_MATH;
+    T s = T(1) / (T(1) + exp(-x));
+    return dy * s * (T(1) + x * (T(1) - s));
+  }
+};
 // y = log(1 + e^x), and y = x where x > a (the threshold, default 20), as torch's softplus
 // with beta = 1 (graft::softplus scales x by beta around this functor)
 struct Softplus {

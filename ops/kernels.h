@@ -27,7 +27,8 @@ namespace graft {
   X(relu, Relu, 0, 0, -0.5, 0.0)                    \
   X(erf, Erf, -2, 2, 0.5, 0.5204998778130465)       \
   X(sin, Sin, -3, 3, 1.0, 0.8414709848078965)       \
-  X(cos, Cos, -3, 3, 1.0, 0.5403023058681398)
+  X(cos, Cos, -3, 3, 1.0, 0.5403023058681398)       \
+  X(silu, Silu, -3, 3, 2.0, 1.7615941559557646)
 // Every fused unary kernel: the plain ops and those whose public function takes options
 // (autograd/ops_elementwise.cpp). X macros over it take (name, Functor, ...).
 #define GRAFT_UNARY_OPS(X) \
