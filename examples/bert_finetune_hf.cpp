@@ -80,13 +80,11 @@ double accuracy(models::BertForSequenceClassification& m, const data::WordPieceT
 
 int run(int argc, char** argv) {
   std::string dir;
-  int64_t steps = 150;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) steps = 60;
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::stoll(argv[++i]);
-    else if (dir.empty() && argv[i][0] != '-') dir = argv[i];
-    else throw Error(fmt::format("unknown argument '{}'", argv[i]));
-  }
+  const int64_t steps = parse_steps(argc, argv, 150, 60, "", [&](int& i) {
+    if (!dir.empty() || argv[i][0] == '-') return false;
+    dir = argv[i];
+    return true;
+  });
   GRAFT_CHECK(!dir.empty(), "usage: bert_finetune_hf DIR [--steps N] [--quick]; DIR: a Hugging "
               "Face BERT checkpoint directory, e.g. tests/fixtures/bert_hf");
 

@@ -130,9 +130,7 @@ int run(int argc, char** argv) {
              1e6 * t_replay, 1e6 * t_step, step.traces(), step.replays());
   check(step.traces() == 1, "traced once");
 
-  if (failures) return fmt::print("FAILED: {} check(s)\n", failures), 1;
-  fmt::print("OK\n");
-  return 0;
+  return verdict(failures ? fmt::format("{} check(s)", failures) : "");
 }
 
 int main(int argc, char** argv) {

@@ -111,12 +111,8 @@ int run() {
          gradcheck([](const std::vector<Tensor>& in) { return softplus_node(in[0], 0.5); }, {x}),
          /*should_pass=*/false);
 
-  if (failures) {
-    fmt::print("\nFAILED: {} check(s) did not come out as expected\n", failures);
-    return 1;
-  }
-  fmt::print("\nOK: all three versions pass gradcheck; the buggy one does not\n");
-  return 0;
+  return verdict(failures ? fmt::format("{} check(s) did not come out as expected", failures) : "",
+                 "all three versions pass gradcheck; the buggy one does not", "\n");
 }
 
 int main() {

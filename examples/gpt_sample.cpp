@@ -59,12 +59,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 int run(int argc, char** argv) {
-  int64_t steps = 400;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) steps = 150;
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::stoll(argv[++i]);
-    else throw Error(fmt::format("unknown argument '{}'; usage: gpt_sample [--steps N] [--quick]", argv[i]));
-  }
+  const int64_t steps = parse_steps(argc, argv, 400, 150, "gpt_sample [--steps N] [--quick]");
   const std::string text = kText;
   const Chars chars(text);
   const std::vector<int64_t> data = chars.encode(text);

@@ -90,15 +90,13 @@ int count_lines(const std::string& path) {
 }
 
 int run(int argc, char** argv) {
-  int64_t steps = 1500;
   std::string dir = "out/mlp_trainer";
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) steps = 1000;
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::stoll(argv[++i]);
-    else if (!std::strcmp(argv[i], "--run-dir") && i + 1 < argc) dir = argv[++i];
-    else throw Error(fmt::format("unknown argument '{}'; usage: mlp_trainer [--steps N] "
-                                 "[--quick] [--run-dir DIR]", argv[i]));
-  }
+  const int64_t steps = parse_steps(argc, argv, 1500, 1000, "mlp_trainer [--steps N] [--quick] [--run-dir DIR]",
+                                    [&](int& i) {
+                                      if (std::strcmp(argv[i], "--run-dir") || i + 1 >= argc) return false;
+                                      dir = argv[++i];
+                                      return true;
+                                    });
   GRAFT_CHECK(steps >= 8, "--steps must be at least 8, got {}", steps);
   Generator data_gen(42);
   const data::Spirals d = data::make_spirals(200, 0.02, data_gen);  // x [400, 2], y [400]
@@ -143,14 +141,10 @@ int run(int argc, char** argv) {
   fmt::print("train accuracy: uninterrupted model {:.2f}%, reloaded from {} {:.2f}%\n",
              100 * acc_full, b2.checkpoint, 100 * acc_loaded);
 
-  if (!same || acc_loaded != accuracy(*second.model, d) || acc_full < 0.95) {
-    fmt::print("FAILED: {}\n", !same ? "resuming changed the losses"
-                               : acc_full < 0.95 ? "accuracy below 95%"
-                                                 : "reloaded weights differ");
-    return 1;
-  }
-  fmt::print("OK\n");
-  return 0;
+  return verdict(!same ? "resuming changed the losses"
+                 : acc_full < 0.95 ? "accuracy below 95%"
+                 : acc_loaded != accuracy(*second.model, d) ? "reloaded weights differ"
+                                                            : "");
 }
 
 int main(int argc, char** argv) {

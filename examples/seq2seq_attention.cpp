@@ -91,12 +91,7 @@ std::vector<std::string> greedy(AttnSeq2Seq& m, const data::CharTokenizer& tok,
 }
 
 int run(int argc, char** argv) {
-  int64_t steps = 400;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) steps = 200;
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::stoll(argv[++i]);
-    else throw Error(fmt::format("unknown argument '{}'; usage: seq2seq_attention [--steps N] [--quick]", argv[i]));
-  }
+  const int64_t steps = parse_steps(argc, argv, 400, 200, "seq2seq_attention [--steps N] [--quick]");
   const data::TaskOptions task{.min_len = 3, .max_len = 12, .num_symbols = 10};
   Generator data_gen(1), test_gen(2);  // training batches; the held-out set
   const data::CharTokenizer tok = data::CharTokenizer::fit({"0123456789"});  // 4 specials + 10

@@ -133,12 +133,8 @@ int run() {
   fmt::print("z.grad() is still undefined: {} (graft::grad does not touch .grad)\n",
              !z.grad().defined());
 
-  if (failures) {
-    fmt::print("\nFAILED: {} value(s) differ from the hand-computed ones\n", failures);
-    return 1;
-  }
-  fmt::print("\nOK: every value matches the hand-computed one\n");
-  return 0;
+  return verdict(failures ? fmt::format("{} value(s) differ from the hand-computed ones", failures) : "",
+                 "every value matches the hand-computed one", "\n");
 }
 
 int main() {
