@@ -15,6 +15,13 @@
 
 namespace graft::testing {
 
+// The names the kernel tests use unqualified, brought in with `using namespace graft::testing`
+// (cpu:: for the fast kernels, cpu::ref:: for the reference ones).
+using graft::DType;
+using graft::Shape;
+using graft::TensorView;
+namespace cpu = graft::cpu;
+
 // A contiguous CPU buffer of `shape` and `dtype`, viewable as a TensorView.
 struct Buf {
   std::shared_ptr<std::vector<std::byte>> mem;

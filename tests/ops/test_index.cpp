@@ -10,11 +10,7 @@
 
 #include "tests/ops/kernel_test_util.h"
 
-using graft::DType;
-using graft::Shape;
-using graft::TensorView;
-using namespace graft::testing;  // Buf, check_close, check_error
-namespace cpu = graft::cpu;
+using namespace graft::testing;  // Buf, check_close, check_error, DType, Shape, TensorView, cpu
 
 namespace {
 

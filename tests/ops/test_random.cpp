@@ -5,10 +5,7 @@
 
 #include "tests/ops/kernel_test_util.h"
 
-using graft::DType;
-using graft::Shape;
-using graft::testing::Buf;
-namespace cpu = graft::cpu;
+using namespace graft::testing;  // Buf, DType, Shape, TensorView, cpu
 
 namespace {
 
