@@ -74,76 +74,75 @@ TEST_CASE("matmul: K == 0 gives zeros, empty outputs are fine") {
 // below run at both scales (`s` multiplies the sizes).
 const int64_t kScales[] = {1, 8};
 
-TEST_CASE("matmul: batched [3,4,5] x [3,5,6]") {
+// Runs body(dt, s) for every float type and scale, both named in a failure's message.
+template <class F> void for_types_and_scales(F&& body) {
   for (DType dt : kFloatTypes)
     for (int64_t s : kScales) {
       const std::string type(dtype_name(dt));
       CAPTURE(type);
       CAPTURE(s);
-      Buf a({3, 4 * s, 5 * s}, dt), b({3, 5 * s, 6 * s}, dt);
-      a.rand(-1, 1, 3);
-      b.rand(-1, 1, 4);
-      check_matmul(a.v, b.v, {3, 4 * s, 6 * s});
+      body(dt, s);
     }
+}
+
+TEST_CASE("matmul: batched [3,4,5] x [3,5,6]") {
+  for_types_and_scales([](DType dt, int64_t s) {
+    Buf a({3, 4 * s, 5 * s}, dt), b({3, 5 * s, 6 * s}, dt);
+    a.rand(-1, 1, 3);
+    b.rand(-1, 1, 4);
+    check_matmul(a.v, b.v, {3, 4 * s, 6 * s});
+  });
 }
 
 TEST_CASE("matmul: broadcast batch [2,1,4,5] x [3,5,6] -> [2,3,4,6]") {
-  for (DType dt : kFloatTypes)
-    for (int64_t s : kScales) {
-      const std::string type(dtype_name(dt));
-      CAPTURE(type);
-      CAPTURE(s);
-      const int64_t M = 4 * s, K = 5 * s, N = 6 * s;
-      Buf a({2, 1, M, K}, dt), b({3, K, N}, dt);
-      a.rand(-1, 1, 5);
-      b.rand(-1, 1, 6);
-      check_matmul(a.v.broadcast_to({2, 3, M, K}), b.v.broadcast_to({2, 3, K, N}), {2, 3, M, N});
-      // a matrix times a batch, and a batch times a matrix
-      Buf m({M, K}, dt), bb({3, K, N}, dt);
-      m.rand(-1, 1, 7);
-      bb.rand(-1, 1, 8);
-      check_matmul(m.v.broadcast_to({3, M, K}), bb.v, {3, M, N});
-      Buf ab({3, M, K}, dt), w({K, N}, dt);
-      ab.rand(-1, 1, 9);
-      w.rand(-1, 1, 10);
-      check_matmul(ab.v, w.v.broadcast_to({3, K, N}), {3, M, N});
-      // both operands broadcast along the batch: every output matrix is the same
-      check_matmul(m.v.broadcast_to({3, M, K}), w.v.broadcast_to({3, K, N}), {3, M, N});
-    }
+  for_types_and_scales([](DType dt, int64_t s) {
+    const int64_t M = 4 * s, K = 5 * s, N = 6 * s;
+    Buf a({2, 1, M, K}, dt), b({3, K, N}, dt);
+    a.rand(-1, 1, 5);
+    b.rand(-1, 1, 6);
+    check_matmul(a.v.broadcast_to({2, 3, M, K}), b.v.broadcast_to({2, 3, K, N}), {2, 3, M, N});
+    // a matrix times a batch, and a batch times a matrix
+    Buf m({M, K}, dt), bb({3, K, N}, dt);
+    m.rand(-1, 1, 7);
+    bb.rand(-1, 1, 8);
+    check_matmul(m.v.broadcast_to({3, M, K}), bb.v, {3, M, N});
+    Buf ab({3, M, K}, dt), w({K, N}, dt);
+    ab.rand(-1, 1, 9);
+    w.rand(-1, 1, 10);
+    check_matmul(ab.v, w.v.broadcast_to({3, K, N}), {3, M, N});
+    // both operands broadcast along the batch: every output matrix is the same
+    check_matmul(m.v.broadcast_to({3, M, K}), w.v.broadcast_to({3, K, N}), {3, M, N});
+  });
 }
 
 TEST_CASE("matmul: transposed and strided views") {
-  for (DType dt : kFloatTypes)
-    for (int64_t s : kScales) {
-      const std::string type(dtype_name(dt));
-      CAPTURE(type);
-      CAPTURE(s);
-      const int64_t M = 11 * s + 3, K = 7 * s + 2, N = 5 * s + 1;
-      Buf at({K, M}, dt), bt({N, K}, dt), a({M, K}, dt), b({K, N}, dt);
-      at.rand(-1, 1, 11);
-      bt.rand(-1, 1, 12);
-      a.rand(-1, 1, 13);
-      b.rand(-1, 1, 14);
-      const TensorView a_t = view(at, {M, K}, {1, M});  // a = at^T
-      const TensorView b_t = view(bt, {K, N}, {1, K});  // b = bt^T
-      check_matmul(a_t, b.v, {M, N});
-      check_matmul(a.v, b_t, {M, N});
-      check_matmul(a_t, b_t, {M, N});
-      // leading dimension larger than the row: a column slice of a wider matrix
-      Buf wide({M, K + 3}, dt);
-      wide.rand(-1, 1, 15);
-      check_matmul(view(wide, {M, K}, {K + 3, 1}), b.v, {M, N});
-      // no unit stride at all: every other column (the oneDNN path copies it first)
-      Buf twice({M, 2 * K}, dt);
-      twice.rand(-1, 1, 16);
-      check_matmul(view(twice, {M, K}, {2 * K, 2}), b_t, {M, N});
-      // batched transposes: [B, K, M] storage seen as [B, M, K]; batch dim in the middle
-      Buf bat({3, K, M}, dt), bm({K, 3, N}, dt);
-      bat.rand(-1, 1, 17);
-      bm.rand(-1, 1, 18);
-      check_matmul(view(bat, {3, M, K}, {K * M, 1, M}), view(bm, {3, K, N}, {N, 3 * N, 1}),
-                   {3, M, N});
-    }
+  for_types_and_scales([](DType dt, int64_t s) {
+    const int64_t M = 11 * s + 3, K = 7 * s + 2, N = 5 * s + 1;
+    Buf at({K, M}, dt), bt({N, K}, dt), a({M, K}, dt), b({K, N}, dt);
+    at.rand(-1, 1, 11);
+    bt.rand(-1, 1, 12);
+    a.rand(-1, 1, 13);
+    b.rand(-1, 1, 14);
+    const TensorView a_t = view(at, {M, K}, {1, M});  // a = at^T
+    const TensorView b_t = view(bt, {K, N}, {1, K});  // b = bt^T
+    check_matmul(a_t, b.v, {M, N});
+    check_matmul(a.v, b_t, {M, N});
+    check_matmul(a_t, b_t, {M, N});
+    // leading dimension larger than the row: a column slice of a wider matrix
+    Buf wide({M, K + 3}, dt);
+    wide.rand(-1, 1, 15);
+    check_matmul(view(wide, {M, K}, {K + 3, 1}), b.v, {M, N});
+    // no unit stride at all: every other column (the oneDNN path copies it first)
+    Buf twice({M, 2 * K}, dt);
+    twice.rand(-1, 1, 16);
+    check_matmul(view(twice, {M, K}, {2 * K, 2}), b_t, {M, N});
+    // batched transposes: [B, K, M] storage seen as [B, M, K]; batch dim in the middle
+    Buf bat({3, K, M}, dt), bm({K, 3, N}, dt);
+    bat.rand(-1, 1, 17);
+    bm.rand(-1, 1, 18);
+    check_matmul(view(bat, {3, M, K}, {K * M, 1, M}), view(bm, {3, K, N}, {N, 3 * N, 1}),
+                 {3, M, N});
+  });
 }
 
 TEST_CASE("matmul: larger and many-batch products (threaded paths)") {
