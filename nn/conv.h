@@ -67,17 +67,8 @@ class AvgPool1d : public Module {
 };
 
 // Average over the whole sequence ("all-ap"): [B, C, L] -> [B, C].
-class GlobalAvgPool1d : public Module {
- public:
-  Tensor forward(const Tensor& x) override { return global_avg_pool1d(x); }
-  std::string repr() const override { return "GlobalAvgPool1d()"; }
-};
-
+using GlobalAvgPool1d = FunctionModule<"GlobalAvgPool1d", global_avg_pool1d>;
 // Max over the whole sequence: [B, C, L] -> [B, C].
-class GlobalMaxPool1d : public Module {
- public:
-  Tensor forward(const Tensor& x) override { return global_max_pool1d(x); }
-  std::string repr() const override { return "GlobalMaxPool1d()"; }
-};
+using GlobalMaxPool1d = FunctionModule<"GlobalMaxPool1d", global_max_pool1d>;
 
 }  // namespace graft::nn

@@ -94,11 +94,7 @@ class Sequential : public Module {
 };
 
 // ---- activations (no parameters)
-class ReLU : public Module {
- public:
-  Tensor forward(const Tensor& x) override { return relu(x); }
-  std::string repr() const override { return "ReLU()"; }
-};
+using ReLU = FunctionModule<"ReLU", relu>;
 
 // approximate: "none" (x Phi(x), erf form) or "tanh"
 class GELU : public Module {
@@ -110,17 +106,8 @@ class GELU : public Module {
   const std::string approximate;
 };
 
-class Tanh : public Module {
- public:
-  Tensor forward(const Tensor& x) override { return tanh(x); }
-  std::string repr() const override { return "Tanh()"; }
-};
-
-class Sigmoid : public Module {
- public:
-  Tensor forward(const Tensor& x) override { return sigmoid(x); }
-  std::string repr() const override { return "Sigmoid()"; }
-};
+using Tanh = FunctionModule<"Tanh", tanh>;
+using Sigmoid = FunctionModule<"Sigmoid", sigmoid>;
 
 class Identity : public Module {
  public:

@@ -11,6 +11,7 @@
 // them. Parameters are Tensor handles shared with the module's members: loading and moving
 // change the data inside the same handles, so members stay valid.
 #pragma once
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <utility>
@@ -94,5 +95,22 @@ bool all_finite(const Tensor& t);
 // Replaces the data of `dst` (storage, shape, strides, dtype) with that of `src`, keeping the
 // handle, its requires_grad flag and identity. Used by to() and by optimisers' state loading.
 void set_data(Tensor& dst, const Tensor& src);
+
+// A module's name as a template argument (FunctionModule<"ReLU", relu>).
+template <size_t N> struct ModuleName {
+  char text[N];
+  constexpr ModuleName(const char (&s)[N]) {
+    for (size_t i = 0; i < N; ++i) text[i] = s[i];
+  }
+};
+
+// A module without parameters or state that applies one function: forward(x) = F(x), repr
+// "<Name>()". ReLU, Tanh, Sigmoid (nn/layers.h), GlobalAvgPool1d, GlobalMaxPool1d (nn/conv.h).
+template <ModuleName Name, Tensor (*F)(const Tensor&)>
+class FunctionModule : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return F(x); }
+  std::string repr() const override { return std::string(Name.text) + "()"; }
+};
 
 }  // namespace graft::nn
