@@ -89,26 +89,25 @@ const std::vector<DeviceEntry>& device_list() {
   return list;
 }
 
-std::string device_string(cl_device_id d, cl_device_info what) {
+// A string property of a device or platform through its clGet*Info (size query, then the
+// bytes, trailing NULs dropped); "" when the query fails or the property is empty.
+template <class Object, class Info>
+std::string info_string(cl_int (*get_info)(Object, Info, size_t, void*, size_t*), Object o, Info what) {
   size_t n = 0;
-  if (clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
+  if (get_info(o, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
   std::string s(n, '\0');
-  clGetDeviceInfo(d, what, n, s.data(), nullptr);
+  get_info(o, what, n, s.data(), nullptr);
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
 }
+std::string device_string(cl_device_id d, cl_device_info what) { return info_string(clGetDeviceInfo, d, what); }
 template <class V> V device_value(cl_device_id d, cl_device_info what) {
   V v{};
   clGetDeviceInfo(d, what, sizeof(V), &v, nullptr);
   return v;
 }
 std::string platform_string(cl_platform_id p, cl_platform_info what) {
-  size_t n = 0;
-  if (clGetPlatformInfo(p, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
-  std::string s(n, '\0');
-  clGetPlatformInfo(p, what, n, s.data(), nullptr);
-  while (!s.empty() && s.back() == '\0') s.pop_back();
-  return s;
+  return info_string(clGetPlatformInfo, p, what);
 }
 bool has_fp64(cl_device_id d) {
   return device_value<cl_device_fp_config>(d, CL_DEVICE_DOUBLE_FP_CONFIG) != 0 ||
