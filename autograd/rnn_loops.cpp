@@ -65,25 +65,11 @@ auto gru_bwd() {
                          v<8>);                                       // (d gh_z: a copy of x8)
 }
 
-template <class T>
-void lstm_forward(const std::array<CBlock<T>, 5>& in, const std::array<Block<T>, 7>& out, int64_t B,
-                  int64_t H) {
-  fuse_multi::forward<T, 5, 7>(lstm_fwd(), in, out, B, H);
-}
-template <class T>
-void lstm_backward(const std::array<CBlock<T>, 8>& in, const std::array<Block<T>, 6>& out, int64_t B,
-                   int64_t H) {
-  fuse_multi::forward<T, 8, 6>(lstm_bwd(), in, out, B, H);
-}
-template <class T>
-void gru_forward(const std::array<CBlock<T>, 7>& in, const std::array<Block<T>, 4>& out, int64_t B,
-                 int64_t H) {
-  fuse_multi::forward<T, 7, 4>(gru_fwd(), in, out, B, H);
-}
-template <class T>
-void gru_backward(const std::array<CBlock<T>, 6>& in, const std::array<Block<T>, 7>& out, int64_t B,
-                  int64_t H) {
-  fuse_multi::forward<T, 6, 7>(gru_bwd(), in, out, B, H);
+// One fused loop of a plan above over B x H elements; in and out are its blocks in the plan's
+// numbering (N inputs x0.., then M results).
+template <class T, size_t N, size_t M, auto Plan>
+void fused(const std::array<CBlock<T>, N>& in, const std::array<Block<T>, M>& out, int64_t B, int64_t H) {
+  fuse_multi::forward<T, N, M>(Plan(), in, out, B, H);
 }
 
 // tanh(x) = 2 sigmoid(2x) - 1 = 2 / (1 + exp(-2x)) - 1, as in the fused cells above.
@@ -157,8 +143,9 @@ void score_backward(const T* t, const T* de, const T* v, T* duh, T* dwq, int64_t
 }
 
 template <class T>
-constexpr Loops<T> kLoops{lstm_forward<T>, lstm_backward<T>, gru_forward<T>,
-                          gru_backward<T>,  score_forward<T>, score_backward<T>};
+constexpr Loops<T> kLoops{fused<T, 5, 7, lstm_fwd>, fused<T, 8, 6, lstm_bwd>,
+                          fused<T, 7, 4, gru_fwd>,  fused<T, 6, 7, gru_bwd>,
+                          score_forward<T>,         score_backward<T>};
 
 }  // namespace
 
