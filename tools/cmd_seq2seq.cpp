@@ -59,10 +59,12 @@ struct Seq2SeqArgs {
   TrainFlags train;  // --steps, --run-dir, --resume, --time-budget, ... (tools/train_flags.h)
   SeqTaskFlags data;  // --task, --data-dir, --train-size, ... (tools/seq_common.h)
   int64_t test_min_len = 0, test_max_len = 0;
-  std::string cell = "lstm", attention = "bahdanau";
-  int64_t embed = 64, hidden = 128, layers = 1, attn_dim = 0, window = 5;
-  bool bidirectional = false, no_input_feeding = false;
-  double dropout = 0.0, sampling = 0.0, doubly_stochastic = 0.0;
+  // --cell, --attention, --embed, --hidden, --layers, --bidirectional, --attn-dim, --window,
+  // --dropout, --doubly-stochastic (the vocabularies come from the data, input_feeding from
+  // --no-input-feeding, seed from --seed); the defaults are Seq2SeqOptions' but for attention.
+  models::Seq2SeqOptions model{.attention = "bahdanau"};
+  bool no_input_feeding = false;
+  double sampling = 0.0;
   int64_t batch = 64;
   double lr = 2e-3, target = 0.0;
   int64_t beam = 1, max_out = 0, vocab_size = 8000, length_bin = 10;
@@ -77,18 +79,18 @@ nlohmann::ordered_json seq2seq_config(const Seq2SeqArgs& a) {
   j["test-min-len"] = a.test_min_len;
   j["test-max-len"] = a.test_max_len;
   j["vocab-size"] = a.vocab_size;
-  j["cell"] = a.cell;
-  j["attention"] = a.attention;
-  j["embed"] = a.embed;
-  j["hidden"] = a.hidden;
-  j["layers"] = a.layers;
-  j["attn-dim"] = a.attn_dim;
-  j["window"] = a.window;
-  j["bidirectional"] = a.bidirectional;
+  j["cell"] = a.model.cell;
+  j["attention"] = a.model.attention;
+  j["embed"] = a.model.embed;
+  j["hidden"] = a.model.hidden;
+  j["layers"] = a.model.layers;
+  j["attn-dim"] = a.model.attn_dim;
+  j["window"] = a.model.window;
+  j["bidirectional"] = a.model.bidirectional;
   j["no-input-feeding"] = a.no_input_feeding;
-  j["dropout"] = a.dropout;
+  j["dropout"] = a.model.dropout;
   j["sampling"] = a.sampling;
-  j["doubly-stochastic"] = a.doubly_stochastic;
+  j["doubly-stochastic"] = a.model.doubly_stochastic;
   j["batch"] = a.batch;
   j["lr"] = a.lr;
   j["target"] = a.target;
@@ -187,20 +189,10 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   const Ids vx = encode_side(*src_tok, c.valid, false), vy = encode_side(*tgt_tok, c.valid, true);
   const Ids tx = encode_side(*src_tok, c.test, false), ty = encode_side(*tgt_tok, c.test, true);
 
-  models::Seq2SeqOptions mo;
+  models::Seq2SeqOptions mo = a.model;
   mo.src_vocab = src_tok->vocab().size();
   mo.tgt_vocab = tgt_tok->vocab().size();
-  mo.embed = a.embed;
-  mo.hidden = a.hidden;
-  mo.layers = a.layers;
-  mo.cell = a.cell;
-  mo.bidirectional = a.bidirectional;
-  mo.attention = a.attention;
-  mo.attn_dim = a.attn_dim;
-  mo.window = a.window;
   mo.input_feeding = !a.no_input_feeding;
-  mo.dropout = a.dropout;
-  mo.doubly_stochastic = a.doubly_stochastic;
   mo.seed = uint64_t(f.seed);
   manual_seed(uint64_t(f.seed));
   models::Seq2Seq model(mo);
@@ -309,8 +301,8 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
              c.word ? fmt::format(", BLEU {:.2f}", r.bleu) : "");
   nlohmann::ordered_json res;
   res["task"] = a.data.task;
-  res["cell"] = a.cell;
-  res["attention"] = a.attention;
+  res["cell"] = a.model.cell;
+  res["attention"] = a.model.attention;
   res["steps"] = tr.step;
   const std::string stop = nn::stop_reason_name(tr.reason);
   res["stop_reason"] = stop;
@@ -420,20 +412,20 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   const auto count = CLI::Range(int64_t(1), int64_t(1) << 40);
   const auto nonneg = CLI::Range(int64_t(0), int64_t(1) << 40);
   add_task_flags(t, a->data);
-  t->add_option("--cell", a->cell, "rnn, lstm or gru")->capture_default_str()->check(CLI::IsMember({"rnn", "lstm", "gru"}));
-  t->add_option("--attention", a->attention, "none, bahdanau, dot, general, concat, local-m, local-p or hard")->capture_default_str()->check(CLI::IsMember({"none", "bahdanau", "dot", "general", "concat", "local-m", "local-p", "hard"}));
+  t->add_option("--cell", a->model.cell, "rnn, lstm or gru")->capture_default_str()->check(CLI::IsMember({"rnn", "lstm", "gru"}));
+  t->add_option("--attention", a->model.attention, "none, bahdanau, dot, general, concat, local-m, local-p or hard")->capture_default_str()->check(CLI::IsMember({"none", "bahdanau", "dot", "general", "concat", "local-m", "local-p", "hard"}));
   t->add_option("--batch", a->batch, "Sentences per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
   t->add_option("--lr", a->lr, "Adam learning rate")->capture_default_str()->check(positive_real("--lr"));
-  t->add_option("--embed", a->embed, "Embedding width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
-  t->add_option("--hidden", a->hidden, "Hidden width (H/2 per direction when bidirectional)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
-  t->add_option("--layers", a->layers, "Encoder and decoder layers")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(16)));
-  t->add_flag("--bidirectional", a->bidirectional, "Bidirectional encoder");
-  t->add_option("--attn-dim", a->attn_dim, "Attention width (0 = hidden)")->capture_default_str()->check(nonneg);
-  t->add_option("--window", a->window, "Local attention half-window D")->capture_default_str()->check(nonneg);
+  t->add_option("--embed", a->model.embed, "Embedding width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
+  t->add_option("--hidden", a->model.hidden, "Hidden width (H/2 per direction when bidirectional)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
+  t->add_option("--layers", a->model.layers, "Encoder and decoder layers")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(16)));
+  t->add_flag("--bidirectional", a->model.bidirectional, "Bidirectional encoder");
+  t->add_option("--attn-dim", a->model.attn_dim, "Attention width (0 = hidden)")->capture_default_str()->check(nonneg);
+  t->add_option("--window", a->model.window, "Local attention half-window D")->capture_default_str()->check(nonneg);
   t->add_flag("--no-input-feeding", a->no_input_feeding, "Luong attention without input feeding");
-  t->add_option("--dropout", a->dropout, "Dropout on embeddings and outputs")->capture_default_str()->check(finite_in(0.0, 0.95));
+  t->add_option("--dropout", a->model.dropout, "Dropout on embeddings and outputs")->capture_default_str()->check(finite_in(0.0, 0.95));
   t->add_option("--sampling", a->sampling, "Scheduled sampling: probability of feeding the model's own previous prediction")->capture_default_str()->check(finite_in(0.0, 1.0));
-  t->add_option("--doubly-stochastic", a->doubly_stochastic, "Lambda of the doubly-stochastic attention penalty")->capture_default_str()->check(positive_real("--doubly-stochastic"));
+  t->add_option("--doubly-stochastic", a->model.doubly_stochastic, "Lambda of the doubly-stochastic attention penalty")->capture_default_str()->check(positive_real("--doubly-stochastic"));
   t->add_option("--train-size", a->data.train_size, "Training pairs (synthetic: generated; corpora: first N)")->capture_default_str()->check(count);
   t->add_option("--min-len", a->data.min_len, "copy/reverse/sort: shortest training source")->capture_default_str()->check(count);
   t->add_option("--max-len", a->data.max_len, "copy/reverse/sort: longest training source")->capture_default_str()->check(count);
