@@ -21,6 +21,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "nn/layers.h"
+#include "nn/loss.h"
 
 using namespace graft;
 
@@ -34,18 +35,6 @@ std::shared_ptr<nn::Sequential> make_mlp(const std::vector<int64_t>& sizes) {
     if (i + 2 < sizes.size()) m->push_back(std::make_shared<nn::Tanh>());
   }
   return m;
-}
-
-StepFunction train_step(nn::Module& model) {
-  return [&model](const std::vector<Tensor>& in) -> std::vector<Tensor> {
-    {
-      NoGradGuard ng;
-      for (Tensor& p : model.parameters()) p.grad().zero_();
-    }
-    Tensor loss = cross_entropy(model.forward(in[0]), in[1]);
-    loss.backward();
-    return {loss};
-  };
 }
 
 // Live bytes of the storages made while installed, and their peak.
@@ -78,7 +67,7 @@ void run(const std::vector<int64_t>& sizes, int64_t B, int reps) {
     Tensor l = cross_entropy(model->forward(x), y);
     l.backward();
   }
-  StepFunction eager = train_step(*model);
+  StepFunction eager = nn::cross_entropy_step(*model);
   // Eager with graft's own matmul kernel: the kernels a default plan replays (oneDNN's execute
   // allocates, so plans avoid it), i.e. the comparison that isolates what compiling buys.
   auto eager_own = [&](const std::vector<Tensor>& v) {
@@ -86,8 +75,8 @@ void run(const std::vector<int64_t>& sizes, int64_t B, int reps) {
     eager(v);
     cpu::set_use_onednn(true);
   };
-  CompiledFunction step = compile(train_step(*model), model->parameters());
-  CompiledFunction step_dnnl = compile(train_step(*model), model->parameters(), {.onednn = true});
+  CompiledFunction step = compile(nn::cross_entropy_step(*model), model->parameters());
+  CompiledFunction step_dnnl = compile(nn::cross_entropy_step(*model), model->parameters(), {.onednn = true});
   step(in);  // trace
   step_dnnl(in);
   const trace::Graph& plan = *step.plan_for(in);

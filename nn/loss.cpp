@@ -1,5 +1,7 @@
 #include "nn/loss.h"
 
+#include "autograd/grad_mode.h"
+
 #include <limits>
 #include <vector>
 
@@ -174,6 +176,19 @@ Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
 std::string BCEWithLogitsLoss::repr() const {
   return fmt::format("BCEWithLogitsLoss(reduction={}{})", reduction_name(reduction),
                      pos_weight.defined() ? ", pos_weight=" + pos_weight.shape().str() : "");
+}
+
+std::function<std::vector<Tensor>(const std::vector<Tensor>&)> cross_entropy_step(Module& model) {
+  return [&model](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    {
+      NoGradGuard ng;
+      for (Tensor& p : model.parameters())
+        if (p.grad().defined()) p.grad().zero_();
+    }
+    Tensor loss = cross_entropy(model.forward(in[0]), in[1]);
+    loss.backward();
+    return {loss};
+  };
 }
 
 }  // namespace graft::nn

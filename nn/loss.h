@@ -9,6 +9,8 @@
 //   Tensor l2 = torch_ce(logits_bct, target_bt);  // logits [B, C, T], target int64 [B, T]
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "nn/module.h"
@@ -82,5 +84,11 @@ class BCEWithLogitsLoss : public Loss {
   const Reduction reduction;
   Tensor pos_weight;
 };
+
+// A classifier's training step for graft::compile (a StepFunction, autograd/compile.h):
+// in = {x, target}; zeroes the parameters' grads in place (those that exist), then
+// cross_entropy(model.forward(x), target).backward(); returns {loss}. The optimizer update
+// stays outside. `model` must outlive the step.
+std::function<std::vector<Tensor>(const std::vector<Tensor>&)> cross_entropy_step(Module& model);
 
 }  // namespace graft::nn

@@ -16,6 +16,7 @@
 #include "data/spirals.h"
 #include "nn/interrupt.h"
 #include "nn/layers.h"
+#include "nn/loss.h"
 #include "nn/optim.h"
 #include "nn/scheduler.h"
 #include "tools/commands.h"
@@ -55,21 +56,6 @@ std::vector<int64_t> parse_sizes(const std::string& s) {
   return v;
 }
 
-// The MLP step that compile-info and train mlp --compile trace: grads zeroed in place (when they
-// exist), forward, cross-entropy, backward. The optimiser update stays outside.
-StepFunction mlp_step(nn::Module& model) {
-  return [&model](const std::vector<Tensor>& in) -> std::vector<Tensor> {
-    {
-      NoGradGuard ng;
-      for (Tensor& p : model.parameters())
-        if (p.grad().defined()) p.grad().zero_();
-    }
-    Tensor loss = cross_entropy(model.forward(in[0]), in[1]);
-    loss.backward();
-    return {loss};
-  };
-}
-
 int cmd_compile_info(const InfoArgs& a) {
   const std::vector<int64_t> sizes = parse_sizes(a.sizes);
   manual_seed(1);
@@ -90,7 +76,7 @@ int cmd_compile_info(const InfoArgs& a) {
   opt.reuse = !a.no_reuse;
   opt.in_place = !a.no_reuse;
   opt.tile_bytes = a.tile_bytes;
-  CompiledFunction step = compile(mlp_step(model), model.parameters(), opt);
+  CompiledFunction step = compile(nn::cross_entropy_step(model), model.parameters(), opt);
   step({x, y});
   const trace::Graph& plan = *step.plan_for({x, y});
   fmt::print("MLP {} training step, batch {} (forward, cross-entropy, backward)\n",
@@ -111,7 +97,7 @@ int cmd_compile_info(const InfoArgs& a) {
 int train_mlp_compiled(nn::Module& model, optim::Optimizer& opt, optim::LRScheduler* sched,
                        const data::Spirals& ds, int64_t batch, Generator& batch_gen,
                        int64_t steps, int64_t print_every) {
-  CompiledFunction step = compile(mlp_step(model), model.parameters());
+  CompiledFunction step = compile(nn::cross_entropy_step(model), model.parameters());
   double loss = 0;
   for (int64_t s = 1; s <= steps; ++s) {
     nn::check_interrupt("training");  // no checkpoints here: Ctrl-C just stops (exit 130)

@@ -21,6 +21,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "nn/layers.h"
+#include "nn/loss.h"
 #include "ops/random.h"
 
 // ---------------------------------------------------------------- a counting malloc
@@ -85,20 +86,6 @@ std::shared_ptr<nn::Sequential> mlp(uint64_t seed, int64_t in, int64_t hidden, i
       std::make_shared<nn::Linear>(hidden, out));
 }
 
-// One training step: grads zeroed in place (when they exist), forward, cross-entropy, backward.
-StepFunction train_step(nn::Module& model) {
-  return [&model](const std::vector<Tensor>& in) -> std::vector<Tensor> {
-    {
-      NoGradGuard ng;
-      for (Tensor& p : model.parameters())
-        if (p.grad().defined()) p.grad().zero_();
-    }
-    Tensor loss = cross_entropy(model.forward(in[0]), in[1]);
-    loss.backward();
-    return {loss};
-  };
-}
-
 struct Batch {
   Tensor x, y;
 };
@@ -124,7 +111,7 @@ struct TracedMlp {
 TracedMlp traced_mlp(uint64_t seed) {
   auto model = mlp(seed, 4, 8, 3);
   make_grads(*model, 4, 3);
-  TracedMlp t{model, compile(train_step(*model), model->parameters()), batch(1, 5, 4, 3)};
+  TracedMlp t{model, compile(nn::cross_entropy_step(*model), model->parameters()), batch(1, 5, 4, 3)};
   t.step({t.b.x, t.b.y});
   return t;
 }
@@ -143,8 +130,8 @@ struct OwnMatmulScope {
 TEST_CASE("compile: MLP training step equals eager, bit for bit, over several replays") {
   OwnMatmulScope own_matmul;
   auto eager = mlp(1, 8, 32, 5), traced = mlp(1, 8, 32, 5);
-  StepFunction step_eager = train_step(*eager);
-  CompiledFunction step = compile(train_step(*traced), traced->parameters());
+  StepFunction step_eager = nn::cross_entropy_step(*eager);
+  CompiledFunction step = compile(nn::cross_entropy_step(*traced), traced->parameters());
   auto pe = eager->parameters(), pt = traced->parameters();
   for (int it = 0; it < 5; ++it) {
     Batch b = batch(100 + it, 32, 8, 5);  // new values every call, same shapes
@@ -172,8 +159,8 @@ TEST_CASE("compile: MLP training step equals eager, bit for bit, over several re
 TEST_CASE("compile: grads dropped with set_to_none are re-attached by the replay") {
   OwnMatmulScope own_matmul;
   auto eager = mlp(2, 6, 16, 3), traced = mlp(2, 6, 16, 3);
-  StepFunction step_eager = train_step(*eager);
-  CompiledFunction step = compile(train_step(*traced), traced->parameters());
+  StepFunction step_eager = nn::cross_entropy_step(*eager);
+  CompiledFunction step = compile(nn::cross_entropy_step(*traced), traced->parameters());
   for (int it = 0; it < 4; ++it) {
     eager->zero_grad();
     traced->zero_grad();  // drops every .grad, as nn::Trainer does each step
@@ -194,7 +181,7 @@ TEST_CASE("compile: replay performs zero heap allocations") {
   // Sizes large enough for the oneDNN matmul path and OpenMP-parallel kernels.
   auto model = mlp(3, 64, 128, 10);
   make_grads(*model, 64, 10);
-  CompiledFunction step = compile(train_step(*model), model->parameters());
+  CompiledFunction step = compile(nn::cross_entropy_step(*model), model->parameters());
   Batch b1 = batch(1, 32, 64, 10), b2 = batch(2, 32, 64, 10);
   step({b1.x, b1.y});  // trace
   step({b2.x, b2.y});  // replay once (warms per-thread caches)
@@ -215,7 +202,7 @@ TEST_CASE("compile: replay performs zero heap allocations") {
   // the counter does count: an eager step allocates
   g_allocs = 0;
   g_counting = true;
-  { train_step(*model)(in1); }
+  { nn::cross_entropy_step(*model)(in1); }
   g_counting = false;
   CHECK(g_allocs.load() > 0);
 #else
@@ -227,9 +214,9 @@ TEST_CASE("compile: with oneDNN-sized matmuls, replay is within 1e-6 of eager (o
   // 32 x 64 x 128 products take oneDNN in eager mode; a default plan runs graft's own kernel.
   auto eager = mlp(11, 64, 128, 10), own = mlp(11, 64, 128, 10), dnnl = mlp(11, 64, 128, 10);
   for (auto* m : {eager.get(), own.get(), dnnl.get()}) make_grads(*m, 64, 10);
-  StepFunction se = train_step(*eager);
-  CompiledFunction so = compile(train_step(*own), own->parameters());
-  CompiledFunction sd = compile(train_step(*dnnl), dnnl->parameters(), {.onednn = true});
+  StepFunction se = nn::cross_entropy_step(*eager);
+  CompiledFunction so = compile(nn::cross_entropy_step(*own), own->parameters());
+  CompiledFunction sd = compile(nn::cross_entropy_step(*dnnl), dnnl->parameters(), {.onednn = true});
   for (int it = 0; it < 3; ++it) {
     Batch b = batch(300 + it, 32, 64, 10);
     const std::vector<float> le = values(se({b.x, b.y})[0]);
@@ -273,7 +260,7 @@ TEST_CASE("compile: tensors kept alive by the function, and nested compiles, are
 TEST_CASE("compile: a new input shape traces and caches a new plan") {
   auto model = mlp(4, 5, 8, 3);
   make_grads(*model, 5, 3);
-  CompiledFunction step = compile(train_step(*model), model->parameters());
+  CompiledFunction step = compile(nn::cross_entropy_step(*model), model->parameters());
   Batch small = batch(1, 8, 5, 3), big = batch(2, 16, 5, 3);
   step({small.x, small.y});
   step({small.x, small.y});
@@ -368,9 +355,9 @@ TEST_CASE("compile: the arena is smaller than the intermediates it holds") {
   auto model = mlp(6, 16, 64, 4);
   make_grads(*model, 16, 4);
   Batch b = batch(3, 32, 16, 4);
-  CompiledFunction reuse = compile(train_step(*model), model->parameters());
+  CompiledFunction reuse = compile(nn::cross_entropy_step(*model), model->parameters());
   CompiledFunction no_reuse =
-      compile(train_step(*model), model->parameters(), {.in_place = false, .reuse = false});
+      compile(nn::cross_entropy_step(*model), model->parameters(), {.in_place = false, .reuse = false});
   reuse({b.x, b.y});
   no_reuse({b.x, b.y});
   const trace::GraphStats& s = reuse.plan_for({b.x, b.y})->stats;
@@ -424,8 +411,8 @@ TEST_CASE("compile: cross_entropy re-counts ignored targets on every call") {
   auto eager = mlp(8, 4, 8, 3), traced = mlp(8, 4, 8, 3);
   make_grads(*eager, 4, 3);
   make_grads(*traced, 4, 3);
-  StepFunction se = train_step(*eager);
-  CompiledFunction st = compile(train_step(*traced), traced->parameters());
+  StepFunction se = nn::cross_entropy_step(*eager);
+  CompiledFunction st = compile(nn::cross_entropy_step(*traced), traced->parameters());
   Tensor x = randn({6, 4});
   const std::vector<std::vector<int64_t>> targets = {
       {0, 1, 2, 0, 1, 2}, {0, -100, 2, 0, 1, 2}, {1, 1, 0, 2, 2, 0}, {-100, -100, 2, 0, 1, 2}};
@@ -463,7 +450,7 @@ TEST_CASE("compile: bad inputs and untraceable functions raise graft::Error") {
   CHECK_THROWS_WITH_AS(step({b.x.to(DType::f64), b.y}), doctest::Contains("dtype"), Error);
   CHECK_THROWS_WITH_AS(step({Tensor(), b.y}), doctest::Contains("undefined"), Error);
   // a parameter not declared as state
-  CompiledFunction undeclared = compile(train_step(*t.model));
+  CompiledFunction undeclared = compile(nn::cross_entropy_step(*t.model));
   CHECK_THROWS_WITH_AS(undeclared({b.x, b.y}), doctest::Contains("neither an input"), Error);
   // returning an input
   CompiledFunction ident = compile([](const std::vector<Tensor>& in) { return in; });
