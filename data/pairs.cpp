@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <sstream>
@@ -121,33 +122,10 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-}  // namespace
-
-std::vector<WordNetSynset> read_wordnet_synsets(const std::string& dir) {
-  std::vector<WordNetSynset> out;
+// f(path, synsets) for each of WordNet's data files under dir (data.noun, .verb, .adj, .adv)
+// that opens, with the synsets it holds in file order; graft::Error when none opens.
+template <class F> void for_each_data_file(const std::string& dir, F&& f) {
   int files = 0;
-  for (const char* part : {"noun", "verb", "adj", "adv"}) {
-    const std::string path = (fs::path(dir) / (std::string("data.") + part)).string();
-    std::ifstream in(path);
-    if (!in) continue;
-    ++files;
-    std::string line;
-    int64_t line_no = 0;
-    while (std::getline(in, line)) {
-      strip_cr(line);
-      Synset s;
-      if (parse_line(line, path, ++line_no, s)) out.push_back(std::move(s));
-    }
-  }
-  GRAFT_CHECK(files > 0, "wordnet: no data.noun/verb/adj/adv under {}; hint: apt-get install "
-              "wordnet-base (or pass the directory that holds WordNet's data.* files)", dir);
-  return out;
-}
-
-PairSplits wordnet_gloss_pairs(const std::string& dir, uint64_t seed) {
-  PairSplits splits;
-  int files = 0;
-  std::mt19937_64 rng(seed);
   for (const char* part : {"noun", "verb", "adj", "adv"}) {
     const std::string path = (fs::path(dir) / (std::string("data.") + part)).string();
     std::ifstream in(path);
@@ -157,11 +135,31 @@ PairSplits wordnet_gloss_pairs(const std::string& dir, uint64_t seed) {
     std::string line;
     int64_t line_no = 0;
     while (std::getline(in, line)) {
-      ++line_no;
       strip_cr(line);
       Synset s;
-      if (parse_line(line, path, line_no, s) && !tokenize_words(s.gloss).empty()) syns.push_back(std::move(s));
+      if (parse_line(line, path, ++line_no, s)) syns.push_back(std::move(s));
     }
+    f(path, std::move(syns));
+  }
+  GRAFT_CHECK(files > 0, "wordnet: no data.noun/verb/adj/adv under {}; hint: apt-get install "
+              "wordnet-base (or pass the directory that holds WordNet's data.* files)", dir);
+}
+
+}  // namespace
+
+std::vector<WordNetSynset> read_wordnet_synsets(const std::string& dir) {
+  std::vector<WordNetSynset> out;
+  for_each_data_file(dir, [&](const std::string&, std::vector<Synset> syns) {
+    std::move(syns.begin(), syns.end(), std::back_inserter(out));
+  });
+  return out;
+}
+
+PairSplits wordnet_gloss_pairs(const std::string& dir, uint64_t seed) {
+  PairSplits splits;
+  std::mt19937_64 rng(seed);
+  for_each_data_file(dir, [&](const std::string& path, std::vector<Synset> syns) {
+    std::erase_if(syns, [](const Synset& s) { return tokenize_words(s.gloss).empty(); });
     // lemma -> the synsets (indices) it appears in: other senses of the same word
     std::map<std::string, std::vector<size_t>> senses;
     for (size_t i = 0; i < syns.size(); ++i)
@@ -191,9 +189,7 @@ PairSplits wordnet_gloss_pairs(const std::string& dir, uint64_t seed) {
         out.push_back({a, tokenize_words(syns[j].gloss), 0});
       }
     }
-  }
-  GRAFT_CHECK(files > 0, "wordnet: no data.noun/verb/adj/adv under {}; hint: apt-get install "
-              "wordnet-base (or pass the directory that holds WordNet's data.* files)", dir);
+  });
   GRAFT_CHECK(!splits.train.empty() && !splits.test.empty(),
               "wordnet: {} holds no synsets with example sentences", dir);
   return splits;
