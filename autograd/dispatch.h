@@ -21,6 +21,9 @@ template <class K> K need(K k, const char* op, const Tensor& t) {
 void check_float(const Tensor& x, const char* op);
 // graft::Error unless a and b have the same dtype.
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+// graft::Error unless `input` (called `name` in the message, e.g. "logits") has a class dim and
+// `target` holds int64 class indices: the checks cross_entropy and nn::nll_loss share.
+void check_class_target(const Tensor& input, const Tensor& target, const char* op, const char* name);
 // A view of x broadcast to `shape` (kernel-level; no autograd).
 TensorView broadcast_view(const Tensor& x, const Shape& shape);
 // Dims in [0, rank) from possibly negative user dims; empty means all dims.

@@ -68,16 +68,19 @@ Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ig
 
 }  // namespace
 
+void detail::check_class_target(const Tensor& input, const Tensor& target, const char* op,
+                                const char* name) {
+  GRAFT_CHECK(input.dim() >= 1, "{}: {} must have a class dim ([N, V] or [N..., V]), got a scalar",
+              op, name);
+  GRAFT_CHECK(target.dtype() == DType::i64, "{}: target must be int64 class indices, got {}; hint: "
+              "convert with .to(DType::i64)", op, target.dtype());
+}
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions opt) {
   check_defined(logits, "cross_entropy");
   check_defined(target, "cross_entropy");
   detail::check_float(logits, "cross_entropy");
-  GRAFT_CHECK(logits.dim() >= 1, "cross_entropy: logits must have a class dim ([N, V] or "
-              "[N..., V]), got a scalar");
-  GRAFT_CHECK(target.dtype() == DType::i64,
-              "cross_entropy: target must be int64 class indices, got {}; hint: convert with "
-              ".to(DType::i64)",
-              target.dtype());
+  detail::check_class_target(logits, target, "cross_entropy", "logits");
   const int64_t D = logits.dim();
   GRAFT_CHECK(D == 1 || (opt.class_dim >= -D && opt.class_dim < D),
               "cross_entropy: class_dim {} is out of range for logits {} (valid -{}..{})",

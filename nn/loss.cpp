@@ -1,9 +1,10 @@
 #include "nn/loss.h"
 
-#include "autograd/grad_mode.h"
-
 #include <limits>
 #include <vector>
+
+#include "autograd/dispatch.h"
+#include "autograd/grad_mode.h"
 
 namespace graft::nn {
 
@@ -62,12 +63,7 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target, int64_t ignore_index,
                 Reduction reduction) {
   check_float(logp, "nll_loss", "logp");
   check_defined(target, "nll_loss");
-  GRAFT_CHECK(logp.dim() >= 1, "nll_loss: logp must have a class dim ([N, V] or [N..., V]), got "
-              "a scalar");
-  GRAFT_CHECK(target.dtype() == DType::i64,
-              "nll_loss: target must be int64 class indices, got {}; hint: convert with "
-              ".to(DType::i64)",
-              target.dtype());
+  detail::check_class_target(logp, target, "nll_loss", "logp");
   Shape lead = logp.shape();
   lead.erase(lead.size() - 1);
   GRAFT_CHECK(target.shape() == lead,
