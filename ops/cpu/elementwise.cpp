@@ -22,6 +22,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/functors.h"
+#include "ops/kernel_checks.h"
 
 namespace GRAFT_CPU_NAMESPACE {
 namespace {
@@ -326,19 +327,6 @@ template <class K> void with_compare_functor(CompareOp op, K&& k) {
     GRAFT_COMPARE_OPS(GRAFT_CASE)
 #undef GRAFT_CASE
   }
-}
-
-// The dtype rules of compare and where, for the fast and the reference kernels.
-void check_compare(CompareOp op, const TensorView& a, const TensorView& b) {
-  GRAFT_CHECK(a.dtype == b.dtype, "{}: operands must have the same dtype, got {} and {}",
-              compare_name(op), a.dtype, b.dtype);
-}
-void check_where(const TensorView& cond, const TensorView& a, const TensorView& b,
-                 const TensorView& out) {
-  GRAFT_CHECK(cond.dtype == DType::b8, "where: condition must be bool, got {}", cond.dtype);
-  GRAFT_CHECK(a.dtype == out.dtype && b.dtype == out.dtype,
-              "where: both branches must have dtype {}, got {} and {}", out.dtype, a.dtype,
-              b.dtype);
 }
 
 // The functor's type in a with_*_functor callback.

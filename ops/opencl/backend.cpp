@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ops/error.h"
+#include "ops/kernel_checks.h"
 #include "ops/kernels.h"
 #include "ops/opencl/backend_nn.h"
 #include "ops/opencl/opencl.h"
@@ -115,8 +116,7 @@ void binary(BinaryOp op, const TensorView& a, const TensorView& b, const TensorV
 
 void compare(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
   const char* name = compare_name(op);
-  GRAFT_CHECK(a.dtype == b.dtype, "{}: operands must have the same dtype, got {} and {}", name,
-              a.dtype, b.dtype);
+  check_compare(op, a, b);
   const int64_t n = out.numel();
   if (n == 0) return;
   Layout L = make_layout(out.shape, {&a.strides, &b.strides, &out.strides});
@@ -127,10 +127,7 @@ void compare(CompareOp op, const TensorView& a, const TensorView& b, const Tenso
 
 void where(const TensorView& cond, const TensorView& a, const TensorView& b,
            const TensorView& out) {
-  GRAFT_CHECK(cond.dtype == DType::b8, "where: condition must be bool, got {}", cond.dtype);
-  GRAFT_CHECK(a.dtype == out.dtype && b.dtype == out.dtype,
-              "where: both branches must have dtype {}, got {} and {}", out.dtype, a.dtype,
-              b.dtype);
+  check_where(cond, a, b, out);
   const int64_t n = out.numel();
   if (n == 0) return;
   Layout L = make_layout(out.shape, {&cond.strides, &a.strides, &b.strides, &out.strides});
