@@ -418,39 +418,7 @@ void copy(const TensorView& dst, const TensorView& src) {
   });
 }
 
-void unary(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
-  GRAFT_DISPATCH_FLOAT(x.dtype, unary_name(op), T, [&] {
-    with_unary_functor(op, [&](auto f) { unary_run<GRAFT_FUNCTOR(f), T>(alpha, x, out); });
-  });
-}
-
-void unary_backward(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,
-                    const TensorView& dy, const TensorView& dx) {
-  GRAFT_DISPATCH_FLOAT(dx.dtype, unary_name(op), T, [&] {
-    with_unary_functor(op, [&](auto f) {
-      unary_bwd_run<GRAFT_FUNCTOR(f), T>(alpha, x, y, dy, dx);
-    });
-  });
-}
-
-void binary(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
-  GRAFT_DISPATCH_FLOAT(out.dtype, binary_name(op), T, [&] {
-    with_binary_functor(op, [&](auto f) { binary_run<GRAFT_FUNCTOR(f), T>(a, b, out); });
-  });
-}
-
-void compare(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
-  check_compare(op, a, b);
-  GRAFT_DISPATCH_ALL(a.dtype, compare_name(op), T, [&] {
-    with_compare_functor(op, [&](auto f) { compare_run<GRAFT_FUNCTOR(f), T>(a, b, out); });
-  });
-}
-
-void where(const TensorView& cond, const TensorView& a, const TensorView& b,
-           const TensorView& out) {
-  check_where(cond, a, b, out);
-  GRAFT_DISPATCH_ALL(out.dtype, "where", T, [&] { where_run<T>(cond, a, b, out); });
-}
+#include "ops/cpu/elementwise_entries.inc"
 
 // ------------------------------------------------------------------ reference kernels
 namespace ref {
@@ -468,28 +436,36 @@ int64_t offset_at(const TensorView& v, int64_t i) {
 
 template <class T> T at(const TensorView& v, int64_t i) { return v.ptr<T>()[offset_at(v, i)]; }
 
-// Per-op scalar loops, one instantiation per functor.
-template <class F, class T> void unary_t(double alpha, const TensorView& x, const TensorView& out) {
+// Per-op scalar loops, one instantiation per functor (the names are the fast kernels', for
+// ops/cpu/elementwise_entries.inc).
+template <class F, class T> void unary_run(double alpha, const TensorView& x, const TensorView& out) {
   for_each_offset(out.shape, out.strides,
                   [&](int64_t i, int64_t off) { out.ptr<T>()[off] = F::f(at<T>(x, i), alpha); });
 }
 template <class F, class T>
-void unary_backward_t(double alpha, const TensorView& x, const TensorView& y, const TensorView& dy,
-                      const TensorView& dx) {
+void unary_bwd_run(double alpha, const TensorView& x, const TensorView& y, const TensorView& dy,
+                   const TensorView& dx) {
   for_each_offset(dx.shape, dx.strides, [&](int64_t i, int64_t off) {
     dx.ptr<T>()[off] = F::df(at<T>(x, i), at<T>(y, i), at<T>(dy, i), alpha);
   });
 }
 template <class F, class T>
-void binary_t(const TensorView& a, const TensorView& b, const TensorView& out) {
+void binary_run(const TensorView& a, const TensorView& b, const TensorView& out) {
   for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
     out.ptr<T>()[off] = F::f(at<T>(a, i), at<T>(b, i));
   });
 }
 template <class C, class T>
-void compare_t(const TensorView& a, const TensorView& b, const TensorView& out) {
+void compare_run(const TensorView& a, const TensorView& b, const TensorView& out) {
   for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
     out.ptr<bool>()[off] = C::f(at<T>(a, i), at<T>(b, i));
+  });
+}
+template <class T>
+void where_run(const TensorView& cond, const TensorView& a, const TensorView& b,
+               const TensorView& out) {
+  for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
+    out.ptr<T>()[off] = at<bool>(cond, i) ? at<T>(a, i) : at<T>(b, i);
   });
 }
 }  // namespace
@@ -511,43 +487,7 @@ void copy(const TensorView& dst, const TensorView& src) {
   });
 }
 
-void unary(UnaryOp op, double alpha, const TensorView& x, const TensorView& out) {
-  GRAFT_DISPATCH_FLOAT(x.dtype, unary_name(op), T, [&] {
-    with_unary_functor(op, [&](auto f) { unary_t<GRAFT_FUNCTOR(f), T>(alpha, x, out); });
-  });
-}
-
-void unary_backward(UnaryOp op, double alpha, const TensorView& x, const TensorView& y,
-                    const TensorView& dy, const TensorView& dx) {
-  GRAFT_DISPATCH_FLOAT(dx.dtype, unary_name(op), T, [&] {
-    with_unary_functor(op, [&](auto f) {
-      unary_backward_t<GRAFT_FUNCTOR(f), T>(alpha, x, y, dy, dx);
-    });
-  });
-}
-
-void binary(BinaryOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
-  GRAFT_DISPATCH_FLOAT(out.dtype, binary_name(op), T, [&] {
-    with_binary_functor(op, [&](auto f) { binary_t<GRAFT_FUNCTOR(f), T>(a, b, out); });
-  });
-}
-
-void compare(CompareOp op, const TensorView& a, const TensorView& b, const TensorView& out) {
-  check_compare(op, a, b);
-  GRAFT_DISPATCH_ALL(a.dtype, compare_name(op), T, [&] {
-    with_compare_functor(op, [&](auto f) { compare_t<GRAFT_FUNCTOR(f), T>(a, b, out); });
-  });
-}
-
-void where(const TensorView& cond, const TensorView& a, const TensorView& b,
-           const TensorView& out) {
-  check_where(cond, a, b, out);
-  GRAFT_DISPATCH_ALL(out.dtype, "where", T, [&] {
-    for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
-      out.ptr<T>()[off] = at<bool>(cond, i) ? at<T>(a, i) : at<T>(b, i);
-    });
-  });
-}
+#include "ops/cpu/elementwise_entries.inc"
 
 }  // namespace ref
 }  // namespace graft::cpu
