@@ -553,38 +553,29 @@ void fast_backward(const TensorView& q, const TensorView& k, const TensorView& v
 
 }  // namespace
 
-void attention(const TensorView& q, const TensorView& k, const TensorView& v,
-               const TensorView& mask, const AttentionArgs& a, const TensorView& out,
-               const TensorView& lse) {
-  check_args("attention", q, k, v, mask);
-  if (q.dtype == DType::f32) fast_forward<float>(q, k, v, mask, a, out, lse);
-  else fast_forward<double>(q, k, v, mask, a, out, lse);
-}
-void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
-                        const TensorView& mask, const AttentionArgs& a, const TensorView& out,
-                        const TensorView& lse, const TensorView& dout, const TensorView& dq,
-                        const TensorView& dk, const TensorView& dv) {
-  check_args("attention_backward", q, k, v, mask);
-  if (q.dtype == DType::f32) fast_backward<float>(q, k, v, mask, a, out, lse, dout, dq, dk, dv);
-  else fast_backward<double>(q, k, v, mask, a, out, lse, dout, dq, dk, dv);
-}
+// The entry points of one implementation, written once for the fast kernels and for ref: the
+// arguments checked, then its forward or backward template for float32 or float64.
+#define GRAFT_ATTENTION_ENTRIES(forward, backward)                                                \
+  void attention(const TensorView& q, const TensorView& k, const TensorView& v,                   \
+                 const TensorView& mask, const AttentionArgs& a, const TensorView& out,           \
+                 const TensorView& lse) {                                                         \
+    check_args("attention", q, k, v, mask);                                                       \
+    if (q.dtype == DType::f32) forward<float>(q, k, v, mask, a, out, lse);                        \
+    else forward<double>(q, k, v, mask, a, out, lse);                                             \
+  }                                                                                               \
+  void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,          \
+                          const TensorView& mask, const AttentionArgs& a, const TensorView& out,  \
+                          const TensorView& lse, const TensorView& dout, const TensorView& dq,    \
+                          const TensorView& dk, const TensorView& dv) {                           \
+    check_args("attention_backward", q, k, v, mask);                                              \
+    if (q.dtype == DType::f32) backward<float>(q, k, v, mask, a, out, lse, dout, dq, dk, dv);     \
+    else backward<double>(q, k, v, mask, a, out, lse, dout, dq, dk, dv);                          \
+  }
 
+GRAFT_ATTENTION_ENTRIES(fast_forward, fast_backward)
 namespace ref {
-void attention(const TensorView& q, const TensorView& k, const TensorView& v,
-               const TensorView& mask, const AttentionArgs& a, const TensorView& out,
-               const TensorView& lse) {
-  check_args("attention", q, k, v, mask);
-  if (q.dtype == DType::f32) ref_forward<float>(q, k, v, mask, a, out, lse);
-  else ref_forward<double>(q, k, v, mask, a, out, lse);
-}
-void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
-                        const TensorView& mask, const AttentionArgs& a, const TensorView& out,
-                        const TensorView& lse, const TensorView& dout, const TensorView& dq,
-                        const TensorView& dk, const TensorView& dv) {
-  check_args("attention_backward", q, k, v, mask);
-  if (q.dtype == DType::f32) ref_backward<float>(q, k, v, mask, a, out, lse, dout, dq, dk, dv);
-  else ref_backward<double>(q, k, v, mask, a, out, lse, dout, dq, dk, dv);
-}
+GRAFT_ATTENTION_ENTRIES(ref_forward, ref_backward)
 }  // namespace ref
+#undef GRAFT_ATTENTION_ENTRIES
 
 }  // namespace graft::cpu
