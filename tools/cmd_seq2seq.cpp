@@ -232,8 +232,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
     return epoch_batches[size_t(index % per_epoch)];
   };
   Generator sampling_gen(uint64_t(f.seed) + 7);
-  int64_t reached_step = -1;
-  double reached_time = 0;
+  TargetWatch target{.target = a.target, .start = t_start};
 
   nn::TrainerOptions to = to_trainer_options(f);
   to.run_dir = run_dir;
@@ -249,17 +248,10 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   nn::Trainer trainer(
       to, model, opt, nullptr,
       [&](int64_t step, int m) -> nn::MicroBatchLoss {
-        const auto& idx = batch_at(step * K + m);
-        const dist::Range mine = dist::split(int64_t(idx.size()));  // under mpirun: this rank's share
-        Ids bx, by;
-        for (int64_t j = 0; j < std::max<int64_t>(mine.count, 1); ++j) {
-          const int64_t i = idx[size_t(mine.count > 0 ? mine.begin + j : 0)];
-          bx.push_back(xs[size_t(i)]), by.push_back(ys[size_t(i)]);
-        }
-        const data::Seq2SeqBatch b = tools::batch_on(data::make_seq2seq_batch(bx, by), dev);
+        const RankBatch b = rank_batch(batch_at(step * K + m), xs, ys, dev);
         AutocastGuard ac(f.bf16 ? Precision::bf16 : Precision::f32);  // --bf16: matmuls in bf16
-        models::LossOutput l = model.loss(b, a.sampling, &sampling_gen);
-        const int64_t tokens = mine.count > 0 ? l.tokens : 0;
+        models::LossOutput l = model.loss(b.batch, a.sampling, &sampling_gen);
+        const int64_t tokens = b.count > 0 ? l.tokens : 0;
         return {dist::global_mean(l.loss, tokens), tokens};
       },
       [&]() -> std::map<std::string, double> {
@@ -267,13 +259,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
           return evaluate(model, *tgt_tok, vx, vy, c.valid, greedy, 0, a.data.eval_size);
         });
         model.eval();
-        if (a.target > 0 && r.acc.exact >= a.target && reached_step < 0) {
-          reached_step = trainer_ptr->step();
-          reached_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-          fmt::print(stderr, "valid exact match {:.4f} >= {} at step {} ({:.1f} s): stopping\n", r.acc.exact,
-                     a.target, reached_step, reached_time);
-          trainer_ptr->request_stop(nn::StopReason::target);
-        }
+        target.check(*trainer_ptr, r.acc.exact);
         return {{"exact", r.acc.exact}, {"token_accuracy", r.acc.token}, {"bleu", r.bleu}};
       });
   trainer_ptr = &trainer;
@@ -299,16 +285,8 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
                                                 a.test_max_len ? a.test_max_len : 2 * a.data.max_len) : "",
              dopt.beam == 1 ? "greedy" : fmt::format("beam {}", dopt.beam), 100 * r.acc.exact, 100 * r.acc.token,
              c.word ? fmt::format(", BLEU {:.2f}", r.bleu) : "");
-  nlohmann::ordered_json res;
-  res["task"] = a.data.task;
-  res["cell"] = a.model.cell;
-  res["attention"] = a.model.attention;
-  res["steps"] = tr.step;
-  const std::string stop = nn::stop_reason_name(tr.reason);
-  res["stop_reason"] = stop;
-  res["train_wall_s"] = train_secs;
-  res["reached_target_step"] = reached_step;
-  res["reached_target_wall_s"] = reached_time;
+  nlohmann::ordered_json res = results_head(
+      a.data.task, {{"cell", a.model.cell}, {"attention", a.model.attention}}, tr, train_secs, target);
   res["test_exact"] = r.acc.exact;
   res["test_token_accuracy"] = r.acc.token;
   res["test_bleu"] = r.bleu;
@@ -332,7 +310,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
     f << res.dump(1) << "\n";
   }
   fmt::print("{} steps in {:.1f} s ({}); run directory {} (model.safetensors, results.json); try: graft translate --run-dir {} TEXT\n",
-             tr.step, train_secs, stop, run_dir, run_dir);
+             tr.step, train_secs, nn::stop_reason_name(tr.reason), run_dir, run_dir);
   return nn::exit_status(tr.reason);  // 130 when interrupted; --target and --time-budget are done
 }
 

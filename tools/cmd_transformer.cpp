@@ -272,22 +272,14 @@ int train_transformer(const Args& a) {
   // flags that only shape evaluation or decoding may change on --resume
   for (const char* k : {"eval-size", "target", "beam", "length-penalty", "max-out"}) to.resume_may_change.push_back(k);
   nn::Trainer* trainer_ptr = nullptr;
-  int64_t reached_step = -1;
-  double reached_wall = 0;
+  TargetWatch target{.target = a.target, .start = t_start};
   nn::Trainer trainer(
       to, model, opt, &sched,
       [&](int64_t step, int m) -> nn::MicroBatchLoss {
-        Ids bx, by;
-        const auto& all = batch_at(step * K + m);
-        const dist::Range mine = dist::split(int64_t(all.size()));  // under mpirun: this rank's share
-        for (int64_t j = 0; j < std::max<int64_t>(mine.count, 1); ++j) {
-          const int64_t i = all[size_t(mine.count > 0 ? mine.begin + j : 0)];
-          bx.push_back(d.xs[size_t(i)]), by.push_back(d.ys[size_t(i)]);
-        }
+        const RankBatch b = rank_batch(batch_at(step * K + m), d.xs, d.ys, dev);
         AutocastGuard ac(f.bf16 ? Precision::bf16 : Precision::f32);  // matmuls in bf16 with --bf16
-        models::TransformerLoss l =
-            model.loss(tools::batch_on(data::make_seq2seq_batch(bx, by), dev), a.label_smoothing);
-        const int64_t tokens = mine.count > 0 ? l.tokens : 0;
+        models::TransformerLoss l = model.loss(b.batch, a.label_smoothing);
+        const int64_t tokens = b.count > 0 ? l.tokens : 0;
         return {dist::global_mean(l.loss, tokens), tokens};
       },
       [&]() -> std::map<std::string, double> {
@@ -300,13 +292,7 @@ int train_transformer(const Args& a) {
         });
         std::map<std::string, double> m{{"exact", r.exact}, {"nll", nll}};
         if (corpus) m["bleu"] = r.bleu;
-        if (a.target > 0 && r.exact >= a.target && reached_step < 0) {
-          reached_step = trainer_ptr->step();
-          reached_wall = since(t_start);
-          fmt::print(stderr, "valid exact match {:.4f} >= {} at step {} ({:.1f} s): stopping\n", r.exact,
-                     a.target, reached_step, reached_wall);
-          trainer_ptr->request_stop(nn::StopReason::target);
-        }
+        target.check(*trainer_ptr, r.exact);
         return m;
       });
   trainer_ptr = &trainer;
@@ -323,14 +309,7 @@ int train_transformer(const Args& a) {
     d.src_tok->vocab().save(f.run_dir + "/src_vocab.txt");
     d.tgt_tok->vocab().save(f.run_dir + "/tgt_vocab.txt");
   }
-  nlohmann::ordered_json res;
-  res["task"] = a.data.task;
-  res["steps"] = tr.step;
-  const std::string stop = nn::stop_reason_name(tr.reason);
-  res["stop_reason"] = stop;
-  res["train_wall_s"] = train_s;
-  res["reached_target_step"] = reached_step;
-  res["reached_target_wall_s"] = reached_wall;
+  nlohmann::ordered_json res = results_head(a.data.task, nlohmann::ordered_json::object(), tr, train_s, target);
   res["test_examples"] = d.test.size();
   const int64_t decode_batch = corpus ? 16 : 64;  // long verses x beams: bound the KV caches
   for (int64_t beam : {int64_t(1), a.beam}) {
@@ -353,7 +332,7 @@ int train_transformer(const Args& a) {
       break;
     }
   }
-  fmt::print("{} steps in {:.1f} s ({})\n", tr.step, train_s, stop);
+  fmt::print("{} steps in {:.1f} s ({})\n", tr.step, train_s, nn::stop_reason_name(tr.reason));
   if (!f.run_dir.empty()) {
     std::ofstream(f.run_dir + "/results.json") << res.dump(1) << "\n";
     fmt::print("run directory {} (model.safetensors, results.json, metrics.jsonl); try: graft translate "

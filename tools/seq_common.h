@@ -1,9 +1,11 @@
 // What `graft train seq2seq` and `graft train transformer` (and their `graft translate`)
 // share: the tokenizers, fitted on the training sentences, saved as src_vocab.txt /
 // tgt_vocab.txt in the run directory and loaded back for translation; the encoding of data
-// sets and input lines; decoding in batches; the attention heatmap of a translation.
+// sets and input lines; each rank's micro-batch; --target and the head of results.json;
+// decoding in batches; the attention heatmap of a translation.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,8 +20,11 @@
 #include "data/seq2seq_tasks.h"
 #include "data/tokenizer.h"
 #include "models/decoding.h"
+#include "nn/distributed.h"
+#include "nn/trainer.h"
 #include "tools/heatmap.h"
 #include "tools/plot.h"
+#include "tools/train_device.h"
 #include "tools/train_flags.h"
 
 namespace graft::tools {
@@ -96,6 +101,55 @@ inline Ids encode_side(const data::Tokenizer& tok, const std::vector<data::Examp
   out.reserve(ex.size());
   for (const auto& e : ex) out.push_back(encode_line(tok, target ? e.target : e.source));
   return out;
+}
+
+// This rank's share (dist::split, under mpirun) of the training batch whose example indices are
+// `idx`, as a batch on `dev`, and how many examples it holds. A rank whose share is empty gets
+// the batch's first example, so that every rank runs the step; its loss then counts 0 tokens.
+struct RankBatch {
+  data::Seq2SeqBatch batch;
+  int64_t count = 0;
+};
+inline RankBatch rank_batch(const std::vector<int64_t>& idx, const Ids& xs, const Ids& ys, Device dev) {
+  const dist::Range mine = dist::split(int64_t(idx.size()));
+  Ids bx, by;
+  for (int64_t j = 0; j < std::max<int64_t>(mine.count, 1); ++j) {
+    const int64_t i = idx[size_t(mine.count > 0 ? mine.begin + j : 0)];
+    bx.push_back(xs[size_t(i)]), by.push_back(ys[size_t(i)]);
+  }
+  return {batch_on(data::make_seq2seq_batch(bx, by), dev), mine.count};
+}
+
+// --target: the first evaluation whose validation exact match reaches `target` (when > 0)
+// records its step and the seconds since `start`, says so on stderr and stops the training.
+struct TargetWatch {
+  double target = 0;
+  std::chrono::steady_clock::time_point start;
+  int64_t step = -1;  // -1: not reached
+  double wall_s = 0;
+  void check(nn::Trainer& trainer, double exact) {
+    if (target <= 0 || exact < target || step >= 0) return;
+    step = trainer.step();
+    wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print(stderr, "valid exact match {:.4f} >= {} at step {} ({:.1f} s): stopping\n", exact,
+               target, step, wall_s);
+    trainer.request_stop(nn::StopReason::target);
+  }
+};
+
+// The head of results.json: the task, the command's `extra` entries, then how the training went.
+inline nlohmann::ordered_json results_head(const std::string& task, const nlohmann::ordered_json& extra,
+                                           const nn::TrainResult& tr, double train_s,
+                                           const TargetWatch& target) {
+  nlohmann::ordered_json res;
+  res["task"] = task;
+  for (const auto& [k, v] : extra.items()) res[k] = v;
+  res["steps"] = tr.step;
+  res["stop_reason"] = nn::stop_reason_name(tr.reason);
+  res["train_wall_s"] = train_s;
+  res["reached_target_step"] = target.step;
+  res["reached_target_wall_s"] = target.wall_s;
+  return res;
 }
 
 // The decoding options of `graft translate`: max_len 0 stands for 2 x the longest input + 10.
