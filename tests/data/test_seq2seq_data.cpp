@@ -418,20 +418,20 @@ TEST_CASE("parse_diatheke: verse lines, poetry continuation, titles and markup d
 
 TEST_CASE("read_parallel_tsv: two or three columns, header, bad lines") {
   const std::string path = temp_path("pairs.tsv");
-  write_file(path, "key\ten\tes\nGen 1:1\tIn the beginning\tEn el principio\n\nhello\thola\n");
-  const auto p = read_parallel_tsv(path);
-  REQUIRE(p.size() == 2);
-  CHECK(p[0].source == "In the beginning");
-  CHECK(p[0].target == "En el principio");
-  CHECK(p[1].target == "hola");
-  CHECK(read_parallel_tsv(path, 1).size() == 1);
-  // Windows line ends: the carriage return belongs to neither side, and a "\r" line is blank
-  write_file(path, "key\ten\tes\r\nGen 1:1\tIn the beginning\tEn el principio\r\n\r\nhello\thola\r\n");
-  const auto crlf = read_parallel_tsv(path);
-  REQUIRE(crlf.size() == 2);
-  CHECK(crlf[0].target == "En el principio");
-  CHECK(crlf[1].source == "hello");
-  CHECK(crlf[1].target == "hola");
+  // Unix and Windows line ends: the carriage return belongs to neither side, and a "\r" line
+  // is blank
+  for (const std::string eol : {"\n", "\r\n"}) {
+    CAPTURE(eol.size());
+    write_file(path, "key\ten\tes" + eol + "Gen 1:1\tIn the beginning\tEn el principio" + eol + eol +
+                         "hello\thola" + eol);
+    const auto p = read_parallel_tsv(path);
+    REQUIRE(p.size() == 2);
+    CHECK(p[0].source == "In the beginning");
+    CHECK(p[0].target == "En el principio");
+    CHECK(p[1].source == "hello");
+    CHECK(p[1].target == "hola");
+    CHECK(read_parallel_tsv(path, 1).size() == 1);
+  }
   write_file(path, "no tab here\n");
   CHECK_THROWS_AS(read_parallel_tsv(path), Error);
   write_file(path, "a\t\n");

@@ -385,14 +385,21 @@ std::shared_ptr<Attention> make64(const std::string& name, int64_t qd = 5, int64
   a->to(DType::f64);
   return a;
 }
+// body(name, a, q) for every kind: a fresh float64 module and a query of its width (dot: the
+// keys' width 4, drawn from query_seed; the others: d.q); the kind is named in a failure.
+template <class F> void for_each_kind(const AttnData& d, uint64_t query_seed, F&& body) {
+  for (const std::string& name : attention_names()) {
+    INFO(name);
+    auto a = make64(name, name == "dot" ? 4 : 5);
+    const Tensor q = name == "dot" ? randn64({3, 4}, query_seed) : d.q;
+    body(name, a, q);
+  }
+}
 }  // namespace
 
 TEST_CASE("attention: every kind gives weights that sum to 1, are 0 at masked positions, and context = sum w h") {
   AttnData d;
-  for (const std::string& name : attention_names()) {
-    INFO(name);
-    auto a = make64(name, name == "dot" ? 4 : 5);
-    Tensor q = name == "dot" ? randn64({3, 4}, 52) : d.q;
+  for_each_kind(d, 52, [&](const std::string& name, const std::shared_ptr<Attention>& a, const Tensor& q) {
     for (bool training : {true, false}) {
       a->train(training);
       for (int64_t t : {0, 2, 7}) {
@@ -418,15 +425,12 @@ TEST_CASE("attention: every kind gives weights that sum to 1, are 0 at masked po
     // no mask = all positions valid
     AttentionOutput all = a->attend(q, d.k, Tensor(), 1);
     for (double v : sum(all.weights, {1}).to_vector<double>()) CHECK(v == doctest::Approx(1.0));
-  }
+  });
 }
 
 TEST_CASE("attention: gradcheck of every kind over query, keys and parameters (hard: eval expectation and REINFORCE terms)") {
   AttnData d;
-  for (const std::string& name : attention_names()) {
-    INFO(name);
-    auto a = make64(name, name == "dot" ? 4 : 5);
-    Tensor q = name == "dot" ? randn64({3, 4}, 53) : d.q;
+  for_each_kind(d, 53, [&](const std::string& name, const std::shared_ptr<Attention>& a, const Tensor& q) {
     if (name == "hard") a->eval();
     auto r = gradcheck(
         [&](const std::vector<Tensor>& in) {
@@ -435,7 +439,7 @@ TEST_CASE("attention: gradcheck of every kind over query, keys and parameters (h
         },
         with_params({q, d.k}, *a));
     CHECK_MESSAGE(r.ok, r.message);
-  }
+  });
   // hard attention in training: log-prob and entropy are differentiable in the scores
   auto hard = std::dynamic_pointer_cast<HardAttention>(make64("hard"));
   REQUIRE(hard);
@@ -452,11 +456,8 @@ TEST_CASE("attention: gradcheck of every kind over query, keys and parameters (h
 
 TEST_CASE("attention: precompute() gives the same values and gradients, and only for the same keys") {
   AttnData d;
-  for (const std::string& name : attention_names()) {
-    INFO(name);
-    auto a = make64(name, name == "dot" ? 4 : 5);
+  for_each_kind(d, 54, [&](const std::string&, const std::shared_ptr<Attention>& a, const Tensor& q) {
     a->eval();  // hard: expectation (deterministic)
-    Tensor q = name == "dot" ? randn64({3, 4}, 54) : d.q;
     auto run = [&] {
       AttentionOutput o = a->attend(q, d.k, d.pad, 1);
       Tensor y = sum(o.context * o.context) + sum(o.weights * o.weights);
@@ -475,7 +476,7 @@ TEST_CASE("attention: precompute() gives the same values and gradients, and only
     a->clear_precomputed();
     AttentionOutput o3 = a->attend(q, k2, d.pad, 1);
     CHECK(max_abs_diff(o2.context, o3.context) < 1e-12);
-  }
+  });
 }
 
 TEST_CASE("attention: the fused additive score equals the tape-op score to 1e-12 (values and gradients); bad inputs") {
