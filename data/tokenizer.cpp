@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "data/text_io.h"
+#include "data/token_lookup.h"
 #include "ops/error.h"
 #include "ops/file_io.h"
 
@@ -65,15 +66,11 @@ int64_t Vocab::add(const std::string& token) {
   return id;
 }
 
-int64_t Vocab::id(const std::string& token) const {
-  auto it = index_.find(token);
-  return it == index_.end() ? kUnk : it->second;
-}
+int64_t Vocab::id(const std::string& token) const { return find_token_id(index_, token, kUnk); }
 
 const std::string& Vocab::token(int64_t id) const {
-  GRAFT_CHECK(id >= 0 && id < size(), "Vocab.token: id {} is outside the vocabulary [0, {}); "
-              "hint: the model and the vocabulary file must come from the same run", id, size());
-  return tokens_[size_t(id)];
+  return token_of_id(tokens_, id, "Vocab.token",
+                     "the model and the vocabulary file must come from the same run");
 }
 
 void Vocab::save(const std::string& path) const {

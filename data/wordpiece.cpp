@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "data/text_io.h"
+#include "data/token_lookup.h"
 #include "ops/error.h"
 #include "ops/file_io.h"
 
@@ -127,14 +128,12 @@ void WordPieceTokenizer::save(const std::string& vocab_path) const {
 }
 
 int64_t WordPieceTokenizer::token_to_id(const std::string& token) const {
-  auto it = index_.find(token);
-  return it == index_.end() ? unk_ : it->second;
+  return find_token_id(index_, token, unk_);
 }
 
 const std::string& WordPieceTokenizer::id_to_token(int64_t id) const {
-  GRAFT_CHECK(id >= 0 && id < size(), "WordPieceTokenizer.id_to_token: id {} is outside the "
-              "vocabulary [0, {}); hint: ids come from this tokenizer's encode()", id, size());
-  return tokens_[size_t(id)];
+  return token_of_id(tokens_, id, "WordPieceTokenizer.id_to_token",
+                     "ids come from this tokenizer's encode()");
 }
 
 bool WordPieceTokenizer::is_special(int64_t id) const {
