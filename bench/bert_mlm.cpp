@@ -110,14 +110,7 @@ int main(int argc, char** argv) {
   if (threads > 0) omp_set_num_threads(int(threads));
   const int64_t V = 30522, B = 16, L = 128;
   manual_seed(uint64_t(seed));
-  models::BertConfig c;
-  c.vocab_size = V;
-  c.hidden_size = 256;
-  c.num_layers = 4;
-  c.num_heads = 4;
-  c.intermediate_size = 1024;
-  c.max_position_embeddings = 512;
-  c.type_vocab_size = 2;
+  models::BertConfig c = models::BertConfig::named("mini", V);  // 4 layers of width 256, 4 heads
   c.dropout = dropout;
   models::BertForPreTraining model(c);
   optim::AdamW opt(model.parameters(), {.lr = 1e-4, .weight_decay = 0.01});
