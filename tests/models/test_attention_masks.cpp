@@ -15,6 +15,7 @@
 #include "nn/attention.h"
 #include "nn/rnn_attention.h"
 #include "ops/error.h"
+#include "tests/models/tiny_seq2seq.h"
 
 using namespace graft;
 
@@ -96,13 +97,7 @@ TEST_CASE("Seq2Seq: the batch's src_key_padding_mask reaches attention; padded s
   for (const std::string kind : {"bahdanau", "general", "local-p"}) {
     INFO(kind);
     manual_seed(3);
-    models::Seq2SeqOptions o;
-    o.src_vocab = o.tgt_vocab = 12;
-    o.embed = 8;
-    o.hidden = 8;
-    o.cell = "gru";
-    o.attention = kind;
-    models::Seq2Seq m(o);
+    models::Seq2Seq m(testing::tiny_seq2seq(8, "gru", kind));
     m.eval();
     NoGradGuard ng;
     const data::Seq2SeqBatch b = data::make_seq2seq_batch({{4, 5, 6, 7, 8}, {9, 10}});

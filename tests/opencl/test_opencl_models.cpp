@@ -20,6 +20,7 @@
 #include "ops/kernels.h"
 #include "ops/opencl/backend_nn.h"
 #include "ops/opencl/opencl.h"
+#include "tests/models/tiny_seq2seq.h"
 
 using namespace graft;
 
@@ -43,9 +44,10 @@ data::Seq2SeqBatch batch_on(const data::Seq2SeqBatch& b, Device d) {
   return o;
 }
 
-// Source/target id sequences (ids >= 4: 0..3 are the specials), target = reversed source.
-void reverse_task(int64_t n, uint64_t seed, std::vector<std::vector<int64_t>>& src,
-                  std::vector<std::vector<int64_t>>& tgt) {
+// A batch of n source/target id sequences (ids >= 4: 0..3 are the specials), target = the
+// reversed source.
+data::Seq2SeqBatch reverse_batch(int64_t n, uint64_t seed) {
+  std::vector<std::vector<int64_t>> src, tgt;
   Generator g(seed);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t len = 2 + int64_t(philox_uniform(g.seed, g.advance(1)) * 4);
@@ -54,6 +56,7 @@ void reverse_task(int64_t n, uint64_t seed, std::vector<std::vector<int64_t>>& s
     tgt.emplace_back(s.rbegin(), s.rend());
     src.push_back(std::move(s));
   }
+  return data::make_seq2seq_batch(src, tgt);
 }
 
 // Trains `steps` Adam steps of a freshly seeded model on `dev`; returns the losses.
@@ -90,18 +93,10 @@ void check_curves(const char* what, const std::vector<double>& cpu, const std::v
 
 TEST_CASE("opencl model: LSTM + Bahdanau seq2seq trains 20 steps along the CPU loss curve") {
   REQUIRE_MESSAGE(have_device(), "no OpenCL device found; install pocl-opencl-icd");
-  std::vector<std::vector<int64_t>> src, tgt;
-  reverse_task(8, 5, src, tgt);
-  const data::Seq2SeqBatch b = data::make_seq2seq_batch(src, tgt);
+  const data::Seq2SeqBatch b = reverse_batch(8, 5);
   auto run = [&](Device dev) {
     manual_seed(3);
-    models::Seq2SeqOptions o;
-    o.src_vocab = o.tgt_vocab = 12;
-    o.embed = 16;
-    o.hidden = 16;
-    o.cell = "lstm";
-    o.attention = "bahdanau";
-    models::Seq2Seq m(o);
+    models::Seq2Seq m(testing::tiny_seq2seq(16, "lstm", "bahdanau"));
     const data::Seq2SeqBatch bd = batch_on(b, dev);
     return train(m, dev, [&] { return m.loss(bd).loss; }, 0.02);
   };
@@ -112,9 +107,7 @@ TEST_CASE("opencl model: LSTM + Bahdanau seq2seq trains 20 steps along the CPU l
 
 TEST_CASE("opencl model: encoder-decoder Transformer trains 20 steps along the CPU loss curve") {
   REQUIRE_MESSAGE(have_device(), "no OpenCL device found; install pocl-opencl-icd");
-  std::vector<std::vector<int64_t>> src, tgt;
-  reverse_task(8, 6, src, tgt);
-  const data::Seq2SeqBatch b = data::make_seq2seq_batch(src, tgt);
+  const data::Seq2SeqBatch b = reverse_batch(8, 6);
   auto run = [&](Device dev) {
     manual_seed(4);
     models::TransformerOptions o;
