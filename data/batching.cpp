@@ -103,4 +103,45 @@ std::vector<std::vector<int64_t>> bucket_batches(const std::vector<int64_t>& len
   return out;
 }
 
+std::vector<std::vector<int64_t>> token_batches(const std::vector<int64_t>& cost, int64_t max_tokens,
+                                                Generator& gen, int64_t pool) {
+  GRAFT_CHECK(max_tokens >= 1, "token_batches: max_tokens must be >= 1, got {}", max_tokens);
+  GRAFT_CHECK(pool >= 1, "token_batches: pool must be >= 1, got {}", pool);
+  const int64_t n = int64_t(cost.size());
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    GRAFT_CHECK(cost[size_t(i)] <= max_tokens,
+                "example {} is {} tokens long (max of source and target + 1), more than "
+                "--max-tokens {}: raise --max-tokens or drop such long examples",
+                i, cost[size_t(i)], max_tokens);
+    total += std::max<int64_t>(cost[size_t(i)], 1);
+  }
+  if (n == 0) return {};
+  // Pools of about `pool` batches: examples per batch ~ max_tokens / mean cost.
+  const int64_t per_batch = std::max<int64_t>(1, max_tokens * n / total);
+  const int64_t chunk = std::min(n, per_batch * pool);
+  std::vector<int64_t> order = random_permutation(n, gen);
+  for (int64_t c = 0; c < n; c += chunk) {
+    auto first = order.begin() + c, last = order.begin() + std::min(n, c + chunk);
+    std::stable_sort(first, last, [&](int64_t a, int64_t b) { return cost[size_t(a)] < cost[size_t(b)]; });
+  }
+  std::vector<std::vector<int64_t>> batches(1);
+  int64_t widest = 0;  // the largest cost in the open batch
+  for (int64_t i : order) {
+    const int64_t w = std::max(widest, cost[size_t(i)]);
+    if (!batches.back().empty() && int64_t(batches.back().size() + 1) * w > max_tokens) {
+      batches.emplace_back();
+      widest = cost[size_t(i)];
+    } else {
+      widest = w;
+    }
+    batches.back().push_back(i);
+  }
+  const std::vector<int64_t> perm = random_permutation(int64_t(batches.size()), gen);
+  std::vector<std::vector<int64_t>> out;
+  out.reserve(batches.size());
+  for (int64_t p : perm) out.push_back(std::move(batches[size_t(p)]));
+  return out;
+}
+
 }  // namespace graft::data

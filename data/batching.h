@@ -45,6 +45,15 @@ std::vector<std::vector<int64_t>> bucket_batches(const std::vector<int64_t>& len
                                                  int64_t batch_size, Generator& gen,
                                                  int64_t pool = 50);
 
+// Splits example indices 0..N-1 into batches by size in tokens (fairseq's --max-tokens, Marian's
+// --mini-batch-words): a batch of examples i costs count * max cost[i] (cost[i] = max(src_len,
+// tgt_len + 1), the padded extent of its [B, S] and [B, T] tensors), and it takes examples while
+// that stays <= max_tokens. Shuffle, sort by cost within pools of about `pool` batches, fill
+// batches in that order, shuffle the batches; all draws come from gen. graft::Error for
+// max_tokens < 1 or an example that alone costs more than max_tokens.
+std::vector<std::vector<int64_t>> token_batches(const std::vector<int64_t>& cost, int64_t max_tokens,
+                                                Generator& gen, int64_t pool = 50);
+
 // A random permutation of 0..n-1 from gen (Fisher-Yates, n - 1 draws).
 std::vector<int64_t> random_permutation(int64_t n, Generator& gen);
 

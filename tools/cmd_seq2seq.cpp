@@ -66,6 +66,8 @@ struct Seq2SeqArgs {
   bool no_input_feeding = false;
   double sampling = 0.0;
   int64_t batch = 64;
+  int64_t max_tokens = 0;  // > 0: token batches instead of --batch sentences
+  std::string tokenizer = "word";  // corpora: word or char
   double lr = 2e-3, target = 0.0;
   int64_t beam = 1, max_out = 0, vocab_size = 8000, length_bin = 10;
   double length_penalty = 1.0;
@@ -92,6 +94,8 @@ nlohmann::ordered_json seq2seq_config(const Seq2SeqArgs& a) {
   j["sampling"] = a.sampling;
   j["doubly-stochastic"] = a.model.doubly_stochastic;
   j["batch"] = a.batch;
+  j["max-tokens"] = a.max_tokens;
+  j["tokenizer"] = a.tokenizer;
   j["lr"] = a.lr;
   j["target"] = a.target;
   j["length-bin"] = a.length_bin;
@@ -103,22 +107,17 @@ nlohmann::ordered_json seq2seq_config(const Seq2SeqArgs& a) {
 
 struct Corpus {
   std::vector<data::Example> train, valid, test;
-  bool word = false;  // word-level (corpora) or character-level (synthetic tasks)
+  bool corpus = false;          // bible or tsv (BLEU), else a synthetic task
+  std::string tokenizer = "char";  // --tokenizer for corpora; synthetic tasks are char-level
 };
 
 Corpus load_corpus(const Seq2SeqArgs& a) {
   Corpus c;
   if (a.data.task == "bible" || a.data.task == "tsv") {
-    c.word = true;
-    const std::string dir = a.data.data_dir + "/bible-en-es";
-    const std::string tr = a.data.task == "tsv" ? a.data.tsv_train : dir + "/train.tsv";
-    const std::string te = a.data.task == "tsv" ? a.data.tsv_test : dir + "/test.tsv";
-    GRAFT_CHECK(!tr.empty() && !te.empty(), "train seq2seq: --task tsv needs --tsv-train and --tsv-test");
-    c.train = data::read_parallel_tsv(tr, a.data.train_size);
-    const auto dev = a.data.task == "bible" ? data::read_parallel_tsv(dir + "/dev.tsv") : std::vector<data::Example>{};
-    c.valid = dev.empty() ? std::vector<data::Example>(c.train.end() - std::min<long>(long(c.train.size()), a.data.valid_size), c.train.end()) : dev;
-    if (int64_t(c.valid.size()) > a.data.valid_size) c.valid.resize(size_t(a.data.valid_size));
-    c.test = data::read_parallel_tsv(te, a.data.test_size);
+    c.corpus = true;
+    c.tokenizer = a.tokenizer;
+    CorpusSplit cs = load_corpus_split(a.data, "train seq2seq");
+    c.train = std::move(cs.train), c.valid = std::move(cs.valid), c.test = std::move(cs.test);
     return c;
   }
   const int64_t tmin = a.test_min_len ? a.test_min_len : a.data.min_len;
@@ -183,8 +182,8 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
               "train seq2seq: empty data (train {}, valid {}, test {})", c.train.size(), c.valid.size(), c.test.size());
   std::vector<std::string> srcs, tgts;
   for (const auto& e : c.train) srcs.push_back(e.source), tgts.push_back(e.target);
-  auto src_tok = fit_tokenizer(c.word ? "word" : "char", srcs, a.vocab_size);
-  auto tgt_tok = fit_tokenizer(c.word ? "word" : "char", tgts, a.vocab_size);
+  auto src_tok = fit_tokenizer(c.tokenizer, srcs, a.vocab_size);
+  auto tgt_tok = fit_tokenizer(c.tokenizer, tgts, a.vocab_size);
   const Ids xs = encode_side(*src_tok, c.train, false), ys = encode_side(*tgt_tok, c.train, true);
   const Ids vx = encode_side(*src_tok, c.valid, false), vy = encode_side(*tgt_tok, c.valid, true);
   const Ids tx = encode_side(*src_tok, c.test, false), ty = encode_side(*tgt_tok, c.test, true);
@@ -206,31 +205,17 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
                                    .length_penalty = a.length_penalty};
   const models::DecodeOptions greedy{.beam = 1, .max_len = dopt.max_len, .length_penalty = a.length_penalty};
   fmt::print("task {}: {} train / {} valid / {} test pairs, vocab {} -> {} ({}-level)\n", a.data.task,
-             c.train.size(), c.valid.size(), c.test.size(), mo.src_vocab, mo.tgt_vocab, c.word ? "word" : "char");
-  fmt::print("model: {}, {} parameters; Adam lr {}, batch {}{}, {} steps, {} thread(s)\n", model.repr(),
-             model.num_parameters(), a.lr, a.batch,
-             f.grad_accumulation > 1 ? fmt::format(" ({} x {})", f.grad_accumulation, a.batch / f.grad_accumulation) : "",
+             c.train.size(), c.valid.size(), c.test.size(), mo.src_vocab, mo.tgt_vocab, c.tokenizer);
+  fmt::print("model: {}, {} parameters; Adam lr {}, batch {}, {} steps, {} thread(s)\n", model.repr(),
+             model.num_parameters(), a.lr, batch_size_text(a.batch, a.max_tokens, f.grad_accumulation),
              f.steps, omp_get_max_threads());
   std::fflush(stdout);
 
   // Batches are a pure function of the step (epoch e is bucketed with its own seed), so a
   // resumed run sees the same batches as an uninterrupted one. With --grad-accumulation K each
   // step takes K consecutive micro-batches of --batch / K sentences.
-  const int64_t K = f.grad_accumulation, micro = a.batch / K;
-  std::vector<int64_t> lengths;
-  for (const auto& x : xs) lengths.push_back(int64_t(x.size()));
-  int64_t cached_epoch = -1;
-  std::vector<std::vector<int64_t>> epoch_batches;
-  auto batch_at = [&](int64_t index) -> const std::vector<int64_t>& {
-    const int64_t per_epoch = (int64_t(xs.size()) + micro - 1) / micro;
-    const int64_t e = index / per_epoch;
-    if (e != cached_epoch) {
-      Generator g(uint64_t(f.seed) * 1000003u + uint64_t(e));
-      epoch_batches = data::bucket_batches(lengths, micro, g);
-      cached_epoch = e;
-    }
-    return epoch_batches[size_t(index % per_epoch)];
-  };
+  const int64_t K = f.grad_accumulation;
+  EpochBatches batches(xs, ys, a.batch / K, a.max_tokens / K, uint64_t(f.seed), 1000003u);
   Generator sampling_gen(uint64_t(f.seed) + 7);
   TargetWatch target{.target = a.target, .start = t_start};
 
@@ -248,7 +233,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   nn::Trainer trainer(
       to, model, opt, nullptr,
       [&](int64_t step, int m) -> nn::MicroBatchLoss {
-        const RankBatch b = rank_batch(batch_at(step * K + m), xs, ys, dev);
+        const RankBatch b = rank_batch(batches.at(step * K + m), xs, ys, dev);
         AutocastGuard ac(f.bf16 ? Precision::bf16 : Precision::f32);  // --bf16: matmuls in bf16
         models::LossOutput l = model.loss(b.batch, a.sampling, &sampling_gen);
         const int64_t tokens = b.count > 0 ? l.tokens : 0;
@@ -271,20 +256,20 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   // save the final model and the vocabularies for graft translate
   fs::create_directories(run_dir);
   nn::save_safetensors(run_dir + "/model.safetensors", model.state_dict(),
-                       {{"seq2seq", mo.to_json()}, {"tokenizer", c.word ? "word" : "char"}, {"task", a.data.task}});
-  src_tok->vocab().save(run_dir + "/src_vocab.txt");
-  tgt_tok->vocab().save(run_dir + "/tgt_vocab.txt");
+                       {{"seq2seq", mo.to_json()}, {"tokenizer", c.tokenizer}, {"task", a.data.task}});
+  save_tokenizer(*src_tok, run_dir + "/src_vocab.txt");
+  save_tokenizer(*tgt_tok, run_dir + "/tgt_vocab.txt");
 
   const int64_t bin = a.data.task == "date" ? 0 : a.length_bin;  // date sources are all short
   const auto te0 = std::chrono::steady_clock::now();
   EvalResult r = evaluate(model, *tgt_tok, tx, ty, c.test, dopt, bin, 0, /*interruptible=*/true);
   const double eval_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - te0).count();
-  const bool seq_task = !c.word && a.data.task != "date";
+  const bool seq_task = !c.corpus && a.data.task != "date";
   fmt::print("\nheld-out test ({} examples{}, {}): exact match {:.2f}%, token accuracy {:.2f}%{}\n",
              r.acc.count, seq_task ? fmt::format(", source lengths {}..{}", a.test_min_len ? a.test_min_len : a.data.min_len,
                                                 a.test_max_len ? a.test_max_len : 2 * a.data.max_len) : "",
              dopt.beam == 1 ? "greedy" : fmt::format("beam {}", dopt.beam), 100 * r.acc.exact, 100 * r.acc.token,
-             c.word ? fmt::format(", BLEU {:.2f}", r.bleu) : "");
+             c.corpus ? fmt::format(", BLEU {:.2f}", r.bleu) : "");
   nlohmann::ordered_json res = results_head(
       a.data.task, {{"cell", a.model.cell}, {"attention", a.model.attention}}, tr, train_secs, target);
   res["test_exact"] = r.acc.exact;
@@ -393,6 +378,8 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   t->add_option("--cell", a->model.cell, "rnn, lstm or gru")->capture_default_str()->check(CLI::IsMember({"rnn", "lstm", "gru"}));
   t->add_option("--attention", a->model.attention, "none, bahdanau, dot, general, concat, local-m, local-p or hard")->capture_default_str()->check(CLI::IsMember({"none", "bahdanau", "dot", "general", "concat", "local-m", "local-p", "hard"}));
   t->add_option("--batch", a->batch, "Sentences per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
+  t->add_option("--max-tokens", a->max_tokens, "Token batches instead of --batch: each step holds at most this many padded tokens, sentences x max(source, target + 1) (fairseq's --max-tokens; 0 = off)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  t->add_option("--tokenizer", a->tokenizer, "Corpora: word (lowercased, punctuation split), char, or sentencepiece (unigram subwords trained on the training split, --vocab-size pieces per side, default 8000; the model is saved in the run directory)")->capture_default_str()->check(CLI::IsMember({"word", "char", "sentencepiece"}));
   t->add_option("--lr", a->lr, "Adam learning rate")->capture_default_str()->check(positive_real("--lr"));
   t->add_option("--embed", a->model.embed, "Embedding width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
   t->add_option("--hidden", a->model.hidden, "Hidden width (H/2 per direction when bidirectional)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
@@ -420,6 +407,7 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
                    .eval_help = "decode --eval-size validation pairs (exact match, token accuracy, BLEU)"},
                   [a] {
                     require_divisible(a->batch, "--batch", a->train);
+                    if (a->max_tokens > 0) require_divisible(a->max_tokens, "--max-tokens", a->train);
                     if (a->data.task != "bible" && a->data.task != "tsv" && a->data.min_len > a->data.max_len)
                       throw CLI::ValidationError("--min-len", fmt::format("{} > --max-len {}", a->data.min_len, a->data.max_len));
                     if (a->target > 0 && a->train.eval_every == 0)

@@ -57,6 +57,7 @@ struct Args {
   SeqTaskFlags data{.valid_size = 200, .test_size = 500, .eval_size = 200};  // tools/seq_common.h
   std::string tokenizer = "word";
   int64_t batch = 64;
+  int64_t max_tokens = 0;  // > 0: token batches instead of --batch sentences
   TransformerFlags model;  // --d-model, --heads, --dropout, --warmup, --lr-scale
   int64_t layers = 2, ffn = 512;
   double label_smoothing = 0.1, target = 0.0;
@@ -75,6 +76,7 @@ nlohmann::ordered_json transformer_config(const Args& a) {
   j["vocab-size"] = a.vocab_size;
   j["max-train-len"] = a.max_train_len;
   j["batch"] = a.batch;
+  j["max-tokens"] = a.max_tokens;
   add_transformer_config(j, a.model);
   j["layers"] = a.layers;
   j["ffn"] = a.ffn;
@@ -101,17 +103,8 @@ struct Data {
 Data load_data(const Args& a) {
   Data d;
   if (is_corpus(a.data.task)) {
-    const std::string dir = a.data.data_dir + "/bible-en-es";
-    const std::string tr = a.data.task == "tsv" ? a.data.tsv_train : dir + "/train.tsv";
-    const std::string te = a.data.task == "tsv" ? a.data.tsv_test : dir + "/test.tsv";
-    GRAFT_CHECK(!tr.empty() && !te.empty(), "train transformer: --task tsv needs --tsv-train and --tsv-test");
-    d.train = data::read_parallel_tsv(tr, a.data.train_size);
-    if (a.data.task == "bible") d.valid = data::read_parallel_tsv(dir + "/dev.tsv", a.data.valid_size);
-    if (d.valid.empty()) {  // tsv: the last valid_size training pairs (kept in training too)
-      const size_t n = std::min(d.train.size(), size_t(a.data.valid_size));
-      d.valid.assign(d.train.end() - long(n), d.train.end());
-    }
-    d.test = data::read_parallel_tsv(te, a.data.test_size);
+    CorpusSplit cs = load_corpus_split(a.data, "train transformer");
+    d.train = std::move(cs.train), d.valid = std::move(cs.valid), d.test = std::move(cs.test);
   } else {
     data::TaskSplit s = data::make_task_split(
         a.data.task, a.data.train_size, a.data.valid_size, a.data.test_size,
@@ -242,27 +235,14 @@ int train_transformer(const Args& a) {
              "parameters; {} steps of {}, {} thread(s)\n",
              a.data.task, d.xs.size(), d.valid.size(), d.test.size(), mo.src_vocab, mo.tgt_vocab,
              corpus ? a.tokenizer : "char", d.joint ? ", joint" : "", model.repr(),
-             model.num_parameters(), f.steps, a.batch, omp_get_max_threads());
+             model.num_parameters(), f.steps, batch_size_text(a.batch, a.max_tokens, 1), omp_get_max_threads());
   std::fflush(stdout);
 
   // Batches are a pure function of the step (epoch e is bucketed with its own seed), so a
   // resumed run sees the same batches as an uninterrupted one. With --grad-accumulation K each
   // step takes K consecutive micro-batches of --batch / K pairs.
-  const int64_t K = f.grad_accumulation, micro = a.batch / K;
-  std::vector<int64_t> lengths;
-  for (const auto& x : d.xs) lengths.push_back(int64_t(x.size()));
-  const int64_t per_epoch = (int64_t(d.xs.size()) + micro - 1) / micro;
-  int64_t cached_epoch = -1;
-  std::vector<std::vector<int64_t>> epoch_batches;
-  auto batch_at = [&](int64_t index) -> const std::vector<int64_t>& {
-    const int64_t e = index / per_epoch;
-    if (e != cached_epoch) {
-      Generator g(uint64_t(f.seed) * 7919u + uint64_t(e));
-      epoch_batches = data::bucket_batches(lengths, micro, g);
-      cached_epoch = e;
-    }
-    return epoch_batches[size_t(index % int64_t(epoch_batches.size()))];
-  };
+  const int64_t K = f.grad_accumulation;
+  EpochBatches batches(d.xs, d.ys, a.batch / K, a.max_tokens / K, uint64_t(f.seed), 7919u);
 
   nn::TrainerOptions to = to_trainer_options(f);
   to.items_name = "tokens";
@@ -276,7 +256,7 @@ int train_transformer(const Args& a) {
   nn::Trainer trainer(
       to, model, opt, &sched,
       [&](int64_t step, int m) -> nn::MicroBatchLoss {
-        const RankBatch b = rank_batch(batch_at(step * K + m), d.xs, d.ys, dev);
+        const RankBatch b = rank_batch(batches.at(step * K + m), d.xs, d.ys, dev);
         AutocastGuard ac(f.bf16 ? Precision::bf16 : Precision::f32);  // matmuls in bf16 with --bf16
         models::TransformerLoss l = model.loss(b.batch, a.label_smoothing);
         const int64_t tokens = b.count > 0 ? l.tokens : 0;
@@ -306,8 +286,8 @@ int train_transformer(const Args& a) {
     std::filesystem::create_directories(f.run_dir);
     nn::save_safetensors(f.run_dir + "/model.safetensors", model.state_dict(),
                          {{"transformer", mo.to_json()}, {"tokenizer", corpus ? a.tokenizer : "char"}, {"task", a.data.task}});
-    d.src_tok->vocab().save(f.run_dir + "/src_vocab.txt");
-    d.tgt_tok->vocab().save(f.run_dir + "/tgt_vocab.txt");
+    save_tokenizer(*d.src_tok, f.run_dir + "/src_vocab.txt");
+    save_tokenizer(*d.tgt_tok, f.run_dir + "/tgt_vocab.txt");
   }
   nlohmann::ordered_json res = results_head(a.data.task, nlohmann::ordered_json::object(), tr, train_s, target);
   res["test_examples"] = d.test.size();
@@ -408,6 +388,7 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   const auto nonneg = CLI::Range(int64_t(0), int64_t(1) << 40);
   add_task_flags(t, a->data);
   t->add_option("--batch", a->batch, "Sequence pairs per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
+  t->add_option("--max-tokens", a->max_tokens, "Token batches instead of --batch: each step holds at most this many padded tokens, sentences x max(source, target + 1) (fairseq's --max-tokens; 0 = off)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 30));
   t->add_option("--layers", a->layers, "Layers (each of encoder and decoder)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(64)));
   t->add_option("--ffn", a->ffn, "Feed-forward width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1 << 20)));
   add_transformer_flags(t, a->model);
@@ -417,7 +398,7 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   t->add_option("--target,--target-exact", a->target, "Stop once validation exact match reaches this (0 = off, needs --eval-every), e.g. 0.99")->capture_default_str()->check(finite_in(0.0, 1.0));
   t->add_option("--min-len", a->data.min_len, "copy/reverse/sort: shortest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
   t->add_option("--max-len", a->data.max_len, "copy/reverse/sort: longest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
-  t->add_option("--tokenizer", a->tokenizer, "Corpora: word (lowercased, punctuation split) or char")->capture_default_str()->check(CLI::IsMember({"word", "char"}));
+  t->add_option("--tokenizer", a->tokenizer, "Corpora: word (lowercased, punctuation split), char, or sentencepiece (unigram subwords trained on the training split, --vocab-size pieces per side, default 8000; the model is saved in the run directory)")->capture_default_str()->check(CLI::IsMember({"word", "char", "sentencepiece"}));
   t->add_option("--vocab-size", a->vocab_size, "Corpora: vocabulary limit per side")->capture_default_str()->check(CLI::Range(int64_t(5), int64_t(1000000)));
   t->add_option("--max-train-len", a->max_train_len, "Corpora: drop training pairs longer than N tokens (0 = keep all)")->capture_default_str()->check(nonneg);
   t->add_option("--beam", a->beam, "Beam width of the second test decode")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
@@ -428,6 +409,7 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
                    .eval_help = "decode --eval-size validation pairs (exact match, nll, BLEU on corpora)"},
                   [a] {
                     require_divisible(a->batch, "--batch", a->train);
+                    if (a->max_tokens > 0) require_divisible(a->max_tokens, "--max-tokens", a->train);
                     if (!is_corpus(a->data.task) && a->data.min_len > a->data.max_len)
                       throw CLI::ValidationError("--min-len", fmt::format("{} > --max-len {}", a->data.min_len, a->data.max_len));
                     if (a->target > 0 && a->train.eval_every == 0)

@@ -17,6 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/tensor.h"
+#include "data/batching.h"
+#include "data/parallel_corpus.h"
+#include "data/sentencepiece.h"
 #include "data/seq2seq_tasks.h"
 #include "data/tokenizer.h"
 #include "models/decoding.h"
@@ -36,7 +39,7 @@ using Ids = std::vector<std::vector<int64_t>>;
 struct SeqTaskFlags {
   std::string task = "date";
   std::string data_dir = "datasets";
-  std::string tsv_train, tsv_test;  // --task tsv
+  std::string tsv_train, tsv_valid, tsv_test;  // --task tsv
   int64_t train_size = 20000, valid_size = 500, test_size = 1000, eval_size = 500;
   int64_t min_len = 3, max_len = 10, symbols = 10;
 };
@@ -46,6 +49,7 @@ inline void add_task_config(nlohmann::ordered_json& j, const SeqTaskFlags& t) {
   j["task"] = t.task;
   j["data-dir"] = t.data_dir;
   j["tsv-train"] = t.tsv_train;
+  j["tsv-valid"] = t.tsv_valid;
   j["tsv-test"] = t.tsv_test;
   j["train-size"] = t.train_size;
   j["valid-size"] = t.valid_size;
@@ -68,23 +72,78 @@ inline void add_task_flags(CLI::App* c, SeqTaskFlags& t) {
   c->add_option("--symbols", t.symbols, "copy/reverse/sort alphabet size (2..36)")->capture_default_str()->check(CLI::Range(int64_t(2), int64_t(36)));
   c->add_option("--data-dir", t.data_dir, "Where 'graft data prepare' wrote the corpora")->capture_default_str();
   c->add_option("--tsv-train", t.tsv_train, "--task tsv: training file (source<TAB>target)");
+  c->add_option("--tsv-valid", t.tsv_valid, "--task tsv: validation file (default: the last --valid-size pairs of --tsv-train, held out of training)");
   c->add_option("--tsv-test", t.tsv_test, "--task tsv: test file");
 }
 
-// A "word" (lowercased, punctuation split) or "char" tokenizer fitted on `texts`, keeping the
-// most frequent tokens up to `max_size` in all, the four specials included (0: no limit).
+// The pairs of a corpus task (bible: the prepared train/dev/test files; tsv: --tsv-train,
+// --tsv-valid, --tsv-test), at most --train-size / --valid-size / --test-size of each. Without
+// --tsv-valid the validation pairs are the last --valid-size of the first --train-size +
+// --valid-size training pairs, and they are held out of training (the log says so): --target
+// and the evaluations measure pairs the model never trained on.
+struct CorpusSplit {
+  std::vector<data::Example> train, valid, test;
+};
+inline CorpusSplit load_corpus_split(const SeqTaskFlags& t, const char* command) {
+  CorpusSplit c;
+  const std::string dir = t.data_dir + "/bible-en-es";
+  if (t.task == "bible") {
+    c.train = data::read_parallel_tsv(dir + "/train.tsv", t.train_size);
+    c.valid = data::read_parallel_tsv(dir + "/dev.tsv", t.valid_size);
+    c.test = data::read_parallel_tsv(dir + "/test.tsv", t.test_size);
+    return c;
+  }
+  GRAFT_CHECK(!t.tsv_train.empty() && !t.tsv_test.empty(), "{}: --task tsv needs --tsv-train and --tsv-test",
+              command);
+  if (!t.tsv_valid.empty()) {
+    c.train = data::read_parallel_tsv(t.tsv_train, t.train_size);
+    c.valid = data::read_parallel_tsv(t.tsv_valid, t.valid_size);
+  } else {
+    c.train = data::read_parallel_tsv(t.tsv_train, t.train_size + t.valid_size);
+    GRAFT_CHECK(int64_t(c.train.size()) > t.valid_size,
+                "{}: {} has {} pairs, too few to hold out --valid-size {} for validation and train on "
+                "the rest; give --tsv-valid FILE or a smaller --valid-size",
+                command, t.tsv_train, c.train.size(), t.valid_size);
+    c.valid.assign(c.train.end() - long(t.valid_size), c.train.end());
+    c.train.resize(c.train.size() - size_t(t.valid_size));
+    fmt::print("validation: the last {} pairs of {}, held out of training (--tsv-valid FILE to give "
+               "them)\n", c.valid.size(), t.tsv_train);
+  }
+  c.test = data::read_parallel_tsv(t.tsv_test, t.test_size);
+  return c;
+}
+
+// A "word" (lowercased, punctuation split), "char" or "sentencepiece" (unigram subwords)
+// tokenizer fitted on `texts`, keeping the most frequent tokens up to `max_size` in all, the four
+// specials included (0: no limit; 8000 pieces for sentencepiece).
 inline std::unique_ptr<data::Tokenizer> fit_tokenizer(const std::string& kind,
                                                       const std::vector<std::string>& texts,
                                                       int64_t max_size) {
   if (kind == "word")
     return std::make_unique<data::WordTokenizer>(data::WordTokenizer::fit(texts, true, true, 1, max_size));
+  if (kind == "sentencepiece") return data::SentencePieceTokenizer::fit(texts, max_size > 0 ? max_size : 8000);
   return std::make_unique<data::CharTokenizer>(data::CharTokenizer::fit(texts, 1, max_size));
 }
 
-// The tokenizer of kind `kind` over the vocabulary file `path` (as fit_tokenizer made it).
+// A sentencepiece tokenizer's model file sits beside its vocabulary: src_vocab.txt -> src_spm.model.
+inline std::string spm_model_path(const std::string& vocab_path) {
+  const std::string suffix = "_vocab.txt";
+  if (vocab_path.size() > suffix.size() && vocab_path.ends_with(suffix))
+    return vocab_path.substr(0, vocab_path.size() - suffix.size()) + "_spm.model";
+  return vocab_path + ".spm.model";
+}
+
+// Writes the vocabulary to `path` (and a sentencepiece model beside it).
+inline void save_tokenizer(const data::Tokenizer& tok, const std::string& path) {
+  if (auto* sp = dynamic_cast<const data::SentencePieceTokenizer*>(&tok)) sp->save_model(spm_model_path(path));
+  tok.vocab().save(path);
+}
+
+// The tokenizer of kind `kind` over the vocabulary file `path` (as save_tokenizer wrote it).
 inline std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& kind, const std::string& path) {
   data::Vocab v = data::Vocab::load(path);
   if (kind == "word") return std::make_unique<data::WordTokenizer>(std::move(v), true, true);
+  if (kind == "sentencepiece") return data::SentencePieceTokenizer::load(spm_model_path(path), std::move(v));
   return data::make_tokenizer(kind, std::move(v));
 }
 
@@ -119,6 +178,49 @@ inline RankBatch rank_batch(const std::vector<int64_t>& idx, const Ids& xs, cons
   }
   return {batch_on(data::make_seq2seq_batch(bx, by), dev), mine.count};
 }
+
+// How big a step's batch is, for the log: "64" sentences or "<= 4096 tokens", and with K > 1
+// micro-batches "64 (2 x 32)".
+inline std::string batch_size_text(int64_t batch, int64_t max_tokens, int64_t K) {
+  auto one = [&](int64_t n) { return max_tokens > 0 ? fmt::format("<= {} tokens", n) : std::to_string(n); };
+  const int64_t n = max_tokens > 0 ? max_tokens : batch;
+  return K > 1 ? fmt::format("{} ({} x {})", one(n), K, one(n / K)) : one(n);
+}
+
+// The training batches as a pure function of the micro-batch index: epoch e is bucketed with its
+// own seed (seed * seed_mul + e), so a resumed run sees the batches an uninterrupted one would.
+// Batches of `sentences` examples bucketed by source length, or, with max_tokens > 0, of at most
+// max_tokens padded tokens each (data::token_batches on max(source, target + 1) lengths).
+class EpochBatches {
+ public:
+  EpochBatches(const Ids& xs, const Ids& ys, int64_t sentences, int64_t max_tokens, uint64_t seed,
+               uint64_t seed_mul)
+      : sentences_(sentences), max_tokens_(max_tokens), seed_(seed), seed_mul_(seed_mul) {
+    for (size_t i = 0; i < xs.size(); ++i) {
+      lengths_.push_back(int64_t(xs[i].size()));
+      cost_.push_back(std::max(int64_t(xs[i].size()), int64_t(ys[i].size()) + 1));
+    }
+  }
+  const std::vector<int64_t>& at(int64_t index) {
+    if (epoch_ < 0 || index < first_) make(0, 0);
+    while (index >= first_ + int64_t(batches_.size())) make(epoch_ + 1, first_ + int64_t(batches_.size()));
+    return batches_[size_t(index - first_)];
+  }
+
+ private:
+  void make(int64_t e, int64_t first) {
+    Generator g(seed_ * seed_mul_ + uint64_t(e));
+    batches_ = max_tokens_ > 0 ? data::token_batches(cost_, max_tokens_, g)
+                               : data::bucket_batches(lengths_, sentences_, g);
+    GRAFT_CHECK(!batches_.empty(), "no training examples to batch");
+    epoch_ = e, first_ = first;
+  }
+  std::vector<int64_t> lengths_, cost_;
+  int64_t sentences_, max_tokens_;
+  uint64_t seed_, seed_mul_;
+  int64_t epoch_ = -1, first_ = 0;  // batches_ are micro-batches first_ .. of epoch epoch_
+  std::vector<std::vector<int64_t>> batches_;
+};
 
 // --target: the first evaluation whose validation exact match reaches `target` (when > 0)
 // records its step and the seconds since `start`, says so on stderr and stops the training.

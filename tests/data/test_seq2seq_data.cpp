@@ -341,6 +341,42 @@ TEST_CASE("bucket_batches: every index once, similar lengths, seeded") {
   CHECK_THROWS_AS(bucket_batches(lens, 0, g3), Error);
 }
 
+TEST_CASE("token_batches: every index once, each batch within max_tokens and nearly full, seeded") {
+  std::vector<int64_t> cost;
+  Generator lg(5);
+  int64_t total = 0;
+  for (int i = 0; i < 3000; ++i) {
+    cost.push_back(2 + int64_t(philox_uniform(lg.seed, lg.advance(1)) * 120));
+    total += cost.back();
+  }
+  Generator g1(11), g2(11), g3(12);
+  const auto a = token_batches(cost, 1000, g1), b = token_batches(cost, 1000, g2);
+  CHECK(a == b);
+  CHECK(a != token_batches(cost, 1000, g3));
+  std::vector<int64_t> seen;
+  int64_t padded = 0;
+  for (const auto& batch : a) {
+    REQUIRE(!batch.empty());
+    int64_t widest = 0;
+    for (int64_t i : batch) widest = std::max(widest, cost[size_t(i)]);
+    CHECK(int64_t(batch.size()) * widest <= 1000);
+    padded += int64_t(batch.size()) * widest;
+    seen.insert(seen.end(), batch.begin(), batch.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  REQUIRE(seen.size() == cost.size());
+  for (int64_t i = 0; i < 3000; ++i) CHECK(seen[size_t(i)] == i);
+  // Sorted pools keep padding low and batches full: within 10% of the unpadded tokens, and
+  // no more than 15% more batches than a perfect packing would need.
+  CHECK(double(padded) < 1.10 * double(total));
+  CHECK(double(a.size()) < 1.15 * double(total) / 1000.0 + 1);
+  // One example longer than max_tokens, or max_tokens < 1: clear errors.
+  cost.push_back(1001);
+  CHECK_THROWS_WITH_AS(token_batches(cost, 1000, g1), doctest::Contains("--max-tokens 1000"), Error);
+  CHECK_THROWS_AS(token_batches(cost, 0, g1), Error);
+  CHECK(token_batches({}, 10, g1).empty());
+}
+
 // ---------------------------------------------------------------- BLEU
 TEST_CASE("corpus_bleu: hand-computed cases") {
   CHECK(corpus_bleu({"the cat sat on the mat"}, {{"the cat sat on the mat"}}).score ==

@@ -101,6 +101,58 @@ losses() { sed -n 's/.*"loss":\([^,]*\),.*/\1/p' "$1/metrics.jsonl"; }
 "$G" $TF --steps 12 --run-dir "$d/tfr" --resume >"$d/out" 2>&1
 test "$(losses "$d/tf" | wc -l)" -eq 12
 test "$(losses "$d/tf")" = "$(losses "$d/tfr")"
+# --max-tokens: token batches (every step within the budget), the same losses when cut and
+# resumed across epochs, and an example longer than the budget is a clear error
+# shellcheck disable=SC2086
+"$G" $TF --steps 24 --max-tokens 120 --run-dir "$d/tk" >"$d/out" 2>&1
+grep -q "steps of <= 120 tokens" "$d/out"
+# shellcheck disable=SC2086
+"$G" $TF --steps 10 --max-tokens 120 --run-dir "$d/tkr" >"$d/out" 2>&1
+# shellcheck disable=SC2086
+"$G" $TF --steps 24 --max-tokens 120 --run-dir "$d/tkr" --resume >"$d/out" 2>&1
+test "$(losses "$d/tk")" = "$(losses "$d/tkr")"
+test "$(losses "$d/tk" | head -n 12)" != "$(losses "$d/tf")"
+grep -q '"max-tokens": 120' "$d/tk/config.json"
+"$G" train seq2seq --task copy --steps 3 --eval-every 0 --hidden 16 --embed 8 --train-size 100 \
+  --valid-size 10 --test-size 10 --max-tokens 200 --run-dir "$d/s2s-tk" >"$d/out" 2>&1
+grep -q "batch <= 200 tokens" "$d/out"
+if "$G" $TF --steps 2 --max-tokens 3 --run-dir "$d/tk3" >"$d/out" 2>&1; then
+  echo "--max-tokens 3 accepted examples longer than 3 tokens" >&2; exit 1
+fi
+grep -q "more than --max-tokens 3" "$d/out"
+# --task tsv: validation pairs held out of training unless --tsv-valid gives them; --tokenizer
+# on both commands
+i=0; : >"$d/p.tsv"
+while [ $i -lt 40 ]; do printf 'w%s x%s\ty%s z%s\n' $i $i $i $i >>"$d/p.tsv"; i=$((i+1)); done
+S2T="train seq2seq --task tsv --tsv-train $d/p.tsv --tsv-test $d/p.tsv --test-size 5 --steps 2 --eval-every 0 --hidden 16 --embed 8"
+# shellcheck disable=SC2086
+"$G" $S2T --valid-size 10 --run-dir "$d/tsv1" >"$d/out" 2>&1
+grep -q "validation: the last 10 pairs of $d/p.tsv, held out of training" "$d/out"
+grep -q "task tsv: 30 train / 10 valid / 5 test pairs" "$d/out"
+# shellcheck disable=SC2086
+"$G" $S2T --valid-size 5 --tsv-valid "$d/p.tsv" --tokenizer char --run-dir "$d/tsv2" >"$d/out" 2>&1
+grep -q "task tsv: 40 train / 5 valid / 5 test pairs, vocab .* (char-level)" "$d/out"
+if grep -q "held out of training" "$d/out"; then echo "--tsv-valid given, yet held out" >&2; exit 1; fi
+# shellcheck disable=SC2086
+if "$G" $S2T --valid-size 40 --run-dir "$d/tsv3" >"$d/out" 2>&1; then
+  echo "--valid-size 40 of 40 pairs accepted" >&2; exit 1
+fi
+grep -q "too few to hold out --valid-size 40" "$d/out"
+"$G" train transformer --task tsv --tsv-train "$d/p.tsv" --tsv-test "$d/p.tsv" --valid-size 8 \
+  --test-size 5 --steps 2 --d-model 16 --heads 2 --layers 1 --ffn 32 --tokenizer char \
+  --run-dir "$d/tsv4" >"$d/out" 2>&1
+grep -q "task tsv: 32 train / 8 valid / 5 test pairs, vocab .* (char-level" "$d/out"
+# --tokenizer sentencepiece: subword models saved in the run directory and used by translate
+"$G" train transformer --task tsv --tsv-train "$d/p.tsv" --tsv-test "$d/p.tsv" --valid-size 8 \
+  --test-size 5 --steps 2 --d-model 16 --heads 2 --layers 1 --ffn 32 --tokenizer sentencepiece \
+  --vocab-size 30 --run-dir "$d/tsv5" >"$d/out" 2>&1
+grep -q "(sentencepiece-level" "$d/out"
+test -s "$d/tsv5/src_spm.model" && test -s "$d/tsv5/tgt_spm.model"
+"$G" translate --run-dir "$d/tsv5" "w3 x3" >"$d/out" 2>&1
+# shellcheck disable=SC2086
+"$G" $S2T --valid-size 5 --tokenizer sentencepiece --vocab-size 30 --run-dir "$d/tsv6" >"$d/out" 2>&1
+grep -q "(sentencepiece-level)" "$d/out"
+"$G" translate --run-dir "$d/tsv6" "w3 x3" >"$d/out" 2>&1
 "$G" translate --run-dir "$d/tf" abc --beam 2 --head 1 --attention-png "$d/tfh.png" >"$d/out" 2>&1
 grep -q "wrote" "$d/out"
 test -s "$d/tfh.png"
