@@ -65,11 +65,9 @@ struct Seq2SeqArgs {
   models::Seq2SeqOptions model{.attention = "bahdanau"};
   bool no_input_feeding = false;
   double sampling = 0.0;
-  int64_t batch = 64;
-  int64_t max_tokens = 0;  // > 0: token batches instead of --batch sentences
-  std::string tokenizer = "word";  // corpora: word or char
+  SeqBatchFlags in;  // --batch, --max-tokens, --tokenizer, --vocab-size
   double lr = 2e-3, target = 0.0;
-  int64_t beam = 1, max_out = 0, vocab_size = 8000, length_bin = 10;
+  int64_t beam = 1, max_out = 0, length_bin = 10;
   double length_penalty = 1.0;
 };
 
@@ -80,7 +78,7 @@ nlohmann::ordered_json seq2seq_config(const Seq2SeqArgs& a) {
   add_task_config(j, a.data);
   j["test-min-len"] = a.test_min_len;
   j["test-max-len"] = a.test_max_len;
-  j["vocab-size"] = a.vocab_size;
+  add_batch_config(j, a.in);
   j["cell"] = a.model.cell;
   j["attention"] = a.model.attention;
   j["embed"] = a.model.embed;
@@ -93,9 +91,6 @@ nlohmann::ordered_json seq2seq_config(const Seq2SeqArgs& a) {
   j["dropout"] = a.model.dropout;
   j["sampling"] = a.sampling;
   j["doubly-stochastic"] = a.model.doubly_stochastic;
-  j["batch"] = a.batch;
-  j["max-tokens"] = a.max_tokens;
-  j["tokenizer"] = a.tokenizer;
   j["lr"] = a.lr;
   j["target"] = a.target;
   j["length-bin"] = a.length_bin;
@@ -115,7 +110,7 @@ Corpus load_corpus(const Seq2SeqArgs& a) {
   Corpus c;
   if (a.data.task == "bible" || a.data.task == "tsv") {
     c.corpus = true;
-    c.tokenizer = a.tokenizer;
+    c.tokenizer = a.in.tokenizer;
     CorpusSplit cs = load_corpus_split(a.data, "train seq2seq");
     c.train = std::move(cs.train), c.valid = std::move(cs.valid), c.test = std::move(cs.test);
     return c;
@@ -182,8 +177,8 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
               "train seq2seq: empty data (train {}, valid {}, test {})", c.train.size(), c.valid.size(), c.test.size());
   std::vector<std::string> srcs, tgts;
   for (const auto& e : c.train) srcs.push_back(e.source), tgts.push_back(e.target);
-  auto src_tok = fit_tokenizer(c.tokenizer, srcs, a.vocab_size);
-  auto tgt_tok = fit_tokenizer(c.tokenizer, tgts, a.vocab_size);
+  auto src_tok = fit_tokenizer(c.tokenizer, srcs, a.in.vocab_size);
+  auto tgt_tok = fit_tokenizer(c.tokenizer, tgts, a.in.vocab_size);
   const Ids xs = encode_side(*src_tok, c.train, false), ys = encode_side(*tgt_tok, c.train, true);
   const Ids vx = encode_side(*src_tok, c.valid, false), vy = encode_side(*tgt_tok, c.valid, true);
   const Ids tx = encode_side(*src_tok, c.test, false), ty = encode_side(*tgt_tok, c.test, true);
@@ -207,7 +202,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   fmt::print("task {}: {} train / {} valid / {} test pairs, vocab {} -> {} ({}-level)\n", a.data.task,
              c.train.size(), c.valid.size(), c.test.size(), mo.src_vocab, mo.tgt_vocab, c.tokenizer);
   fmt::print("model: {}, {} parameters; Adam lr {}, batch {}, {} steps, {} thread(s)\n", model.repr(),
-             model.num_parameters(), a.lr, batch_size_text(a.batch, a.max_tokens, f.grad_accumulation),
+             model.num_parameters(), a.lr, batch_size_text(a.in.batch, a.in.max_tokens, f.grad_accumulation),
              f.steps, omp_get_max_threads());
   std::fflush(stdout);
 
@@ -215,7 +210,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   // resumed run sees the same batches as an uninterrupted one. With --grad-accumulation K each
   // step takes K consecutive micro-batches of --batch / K sentences.
   const int64_t K = f.grad_accumulation;
-  EpochBatches batches(xs, ys, a.batch / K, a.max_tokens / K, uint64_t(f.seed), 1000003u);
+  EpochBatches batches(xs, ys, a.in.batch / K, a.in.max_tokens / K, uint64_t(f.seed), 1000003u);
   Generator sampling_gen(uint64_t(f.seed) + 7);
   TargetWatch target{.target = a.target, .start = t_start};
 
@@ -377,9 +372,7 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   add_task_flags(t, a->data);
   t->add_option("--cell", a->model.cell, "rnn, lstm or gru")->capture_default_str()->check(CLI::IsMember({"rnn", "lstm", "gru"}));
   t->add_option("--attention", a->model.attention, "none, bahdanau, dot, general, concat, local-m, local-p or hard")->capture_default_str()->check(CLI::IsMember({"none", "bahdanau", "dot", "general", "concat", "local-m", "local-p", "hard"}));
-  t->add_option("--batch", a->batch, "Sentences per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
-  t->add_option("--max-tokens", a->max_tokens, "Token batches instead of --batch: each step holds at most this many padded tokens, sentences x max(source, target + 1) (fairseq's --max-tokens; 0 = off)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 30));
-  t->add_option("--tokenizer", a->tokenizer, "Corpora: word (lowercased, punctuation split), char, or sentencepiece (unigram subwords trained on the training split, --vocab-size pieces per side, default 8000; the model is saved in the run directory)")->capture_default_str()->check(CLI::IsMember({"word", "char", "sentencepiece"}));
+  add_batch_flags(t, a->in, "Sentences per step (bucketed by length)");
   t->add_option("--lr", a->lr, "Adam learning rate")->capture_default_str()->check(positive_real("--lr"));
   t->add_option("--embed", a->model.embed, "Embedding width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
   t->add_option("--hidden", a->model.hidden, "Hidden width (H/2 per direction when bidirectional)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(65536)));
@@ -396,7 +389,6 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   t->add_option("--max-len", a->data.max_len, "copy/reverse/sort: longest training source")->capture_default_str()->check(count);
   t->add_option("--test-min-len", a->test_min_len, "Shortest test source (0 = --min-len)")->capture_default_str()->check(nonneg);
   t->add_option("--test-max-len", a->test_max_len, "Longest test source (0 = 2 x --max-len)")->capture_default_str()->check(nonneg);
-  t->add_option("--vocab-size", a->vocab_size, "Vocabulary limit per side (the most frequent tokens)")->capture_default_str()->check(CLI::Range(int64_t(5), int64_t(1000000)));
   t->add_option("--target,--target-exact", a->target, "Stop once validation exact match reaches this (0 = off, needs --eval-every), e.g. 0.99")->capture_default_str()->check(finite_in(0.0, 1.0));
   t->add_option("--length-bin", a->length_bin, "Width of the source-length buckets of the test table (0 = no table; not for date)")->capture_default_str()->check(nonneg);
   t->add_option("--beam", a->beam, "Beam width for the test evaluation (1 = greedy)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
@@ -406,8 +398,7 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
                   {.steps = 2000, .eval_every = 250, .clip_grad_norm = 5.0, .run_dir_help = "runs/seq2seq-TASK",
                    .eval_help = "decode --eval-size validation pairs (exact match, token accuracy, BLEU)"},
                   [a] {
-                    require_divisible(a->batch, "--batch", a->train);
-                    if (a->max_tokens > 0) require_divisible(a->max_tokens, "--max-tokens", a->train);
+                    check_batch_flags(a->in, a->train);
                     if (a->data.task != "bible" && a->data.task != "tsv" && a->data.min_len > a->data.max_len)
                       throw CLI::ValidationError("--min-len", fmt::format("{} > --max-len {}", a->data.min_len, a->data.max_len));
                     if (a->target > 0 && a->train.eval_every == 0)

@@ -55,13 +55,11 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 struct Args {
   TrainFlags train;  // --steps, --run-dir, --resume, --time-budget, --bf16, ... (tools/train_flags.h)
   SeqTaskFlags data{.valid_size = 200, .test_size = 500, .eval_size = 200};  // tools/seq_common.h
-  std::string tokenizer = "word";
-  int64_t batch = 64;
-  int64_t max_tokens = 0;  // > 0: token batches instead of --batch sentences
+  SeqBatchFlags in;  // --batch, --max-tokens, --tokenizer, --vocab-size
   TransformerFlags model;  // --d-model, --heads, --dropout, --warmup, --lr-scale
   int64_t layers = 2, ffn = 512;
   double label_smoothing = 0.1, target = 0.0;
-  int64_t beam = 4, vocab_size = 8000, max_out = 0;
+  int64_t beam = 4, max_out = 0;
   int64_t max_train_len = 0;
   double length_penalty = 1.0;
   bool pre_norm = false;
@@ -72,11 +70,8 @@ struct Args {
 nlohmann::ordered_json transformer_config(const Args& a) {
   nlohmann::ordered_json j = train_config("transformer", a.train);
   add_task_config(j, a.data);
-  j["tokenizer"] = a.tokenizer;
-  j["vocab-size"] = a.vocab_size;
+  add_batch_config(j, a.in);
   j["max-train-len"] = a.max_train_len;
-  j["batch"] = a.batch;
-  j["max-tokens"] = a.max_tokens;
   add_transformer_config(j, a.model);
   j["layers"] = a.layers;
   j["ffn"] = a.ffn;
@@ -120,8 +115,8 @@ Data load_data(const Args& a) {
   std::vector<std::string> srcs, tgts;
   for (const auto& e : d.train) srcs.push_back(e.source), tgts.push_back(e.target);
   if (is_corpus(a.data.task)) {
-    d.src_tok = fit_tokenizer(a.tokenizer, srcs, a.vocab_size);
-    d.tgt_tok = fit_tokenizer(a.tokenizer, tgts, a.vocab_size);
+    d.src_tok = fit_tokenizer(a.in.tokenizer, srcs, a.in.vocab_size);
+    d.tgt_tok = fit_tokenizer(a.in.tokenizer, tgts, a.in.vocab_size);
   } else {
     d.joint = true;
     std::vector<std::string> both = srcs;
@@ -234,15 +229,15 @@ int train_transformer(const Args& a) {
   fmt::print("task {}: {} train / {} valid / {} test pairs, vocab {} -> {} ({}-level{}); {}, {} "
              "parameters; {} steps of {}, {} thread(s)\n",
              a.data.task, d.xs.size(), d.valid.size(), d.test.size(), mo.src_vocab, mo.tgt_vocab,
-             corpus ? a.tokenizer : "char", d.joint ? ", joint" : "", model.repr(),
-             model.num_parameters(), f.steps, batch_size_text(a.batch, a.max_tokens, 1), omp_get_max_threads());
+             corpus ? a.in.tokenizer : "char", d.joint ? ", joint" : "", model.repr(),
+             model.num_parameters(), f.steps, batch_size_text(a.in.batch, a.in.max_tokens, 1), omp_get_max_threads());
   std::fflush(stdout);
 
   // Batches are a pure function of the step (epoch e is bucketed with its own seed), so a
   // resumed run sees the same batches as an uninterrupted one. With --grad-accumulation K each
   // step takes K consecutive micro-batches of --batch / K pairs.
   const int64_t K = f.grad_accumulation;
-  EpochBatches batches(d.xs, d.ys, a.batch / K, a.max_tokens / K, uint64_t(f.seed), 7919u);
+  EpochBatches batches(d.xs, d.ys, a.in.batch / K, a.in.max_tokens / K, uint64_t(f.seed), 7919u);
 
   nn::TrainerOptions to = to_trainer_options(f);
   to.items_name = "tokens";
@@ -285,7 +280,7 @@ int train_transformer(const Args& a) {
   if (!f.run_dir.empty()) {
     std::filesystem::create_directories(f.run_dir);
     nn::save_safetensors(f.run_dir + "/model.safetensors", model.state_dict(),
-                         {{"transformer", mo.to_json()}, {"tokenizer", corpus ? a.tokenizer : "char"}, {"task", a.data.task}});
+                         {{"transformer", mo.to_json()}, {"tokenizer", corpus ? a.in.tokenizer : "char"}, {"task", a.data.task}});
     save_tokenizer(*d.src_tok, f.run_dir + "/src_vocab.txt");
     save_tokenizer(*d.tgt_tok, f.run_dir + "/tgt_vocab.txt");
   }
@@ -387,8 +382,7 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   const auto count = CLI::Range(int64_t(1), int64_t(1) << 40);
   const auto nonneg = CLI::Range(int64_t(0), int64_t(1) << 40);
   add_task_flags(t, a->data);
-  t->add_option("--batch", a->batch, "Sequence pairs per step (bucketed by length)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
-  t->add_option("--max-tokens", a->max_tokens, "Token batches instead of --batch: each step holds at most this many padded tokens, sentences x max(source, target + 1) (fairseq's --max-tokens; 0 = off)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  add_batch_flags(t, a->in, "Sequence pairs per step (bucketed by length)");
   t->add_option("--layers", a->layers, "Layers (each of encoder and decoder)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(64)));
   t->add_option("--ffn", a->ffn, "Feed-forward width")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1 << 20)));
   add_transformer_flags(t, a->model);
@@ -398,8 +392,6 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   t->add_option("--target,--target-exact", a->target, "Stop once validation exact match reaches this (0 = off, needs --eval-every), e.g. 0.99")->capture_default_str()->check(finite_in(0.0, 1.0));
   t->add_option("--min-len", a->data.min_len, "copy/reverse/sort: shortest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
   t->add_option("--max-len", a->data.max_len, "copy/reverse/sort: longest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));
-  t->add_option("--tokenizer", a->tokenizer, "Corpora: word (lowercased, punctuation split), char, or sentencepiece (unigram subwords trained on the training split, --vocab-size pieces per side, default 8000; the model is saved in the run directory)")->capture_default_str()->check(CLI::IsMember({"word", "char", "sentencepiece"}));
-  t->add_option("--vocab-size", a->vocab_size, "Corpora: vocabulary limit per side")->capture_default_str()->check(CLI::Range(int64_t(5), int64_t(1000000)));
   t->add_option("--max-train-len", a->max_train_len, "Corpora: drop training pairs longer than N tokens (0 = keep all)")->capture_default_str()->check(nonneg);
   t->add_option("--beam", a->beam, "Beam width of the second test decode")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
   t->add_option("--length-penalty", a->length_penalty, "Beam ranking: logp / len^alpha")->capture_default_str()->check(finite_in(0.0, 10.0));
@@ -408,8 +400,7 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
                   {.steps = 2000, .eval_every = 0, .clip_grad_norm = 1.0,
                    .eval_help = "decode --eval-size validation pairs (exact match, nll, BLEU on corpora)"},
                   [a] {
-                    require_divisible(a->batch, "--batch", a->train);
-                    if (a->max_tokens > 0) require_divisible(a->max_tokens, "--max-tokens", a->train);
+                    check_batch_flags(a->in, a->train);
                     if (!is_corpus(a->data.task) && a->data.min_len > a->data.max_len)
                       throw CLI::ValidationError("--min-len", fmt::format("{} > --max-len {}", a->data.min_len, a->data.max_len));
                     if (a->target > 0 && a->train.eval_every == 0)

@@ -76,6 +76,33 @@ inline void add_task_flags(CLI::App* c, SeqTaskFlags& t) {
   c->add_option("--tsv-test", t.tsv_test, "--task tsv: test file");
 }
 
+// The batch and vocabulary flags both commands take: --batch, --max-tokens, --tokenizer and
+// --vocab-size, their config.json entries and their checks.
+struct SeqBatchFlags {
+  int64_t batch = 64;
+  int64_t max_tokens = 0;  // > 0: token batches instead of --batch sentences
+  std::string tokenizer = "word";  // corpora: word, char or sentencepiece
+  int64_t vocab_size = 8000;
+};
+inline void add_batch_config(nlohmann::ordered_json& j, const SeqBatchFlags& b) {
+  j["batch"] = b.batch;
+  j["max-tokens"] = b.max_tokens;
+  j["tokenizer"] = b.tokenizer;
+  j["vocab-size"] = b.vocab_size;
+}
+// batch_help: what --batch counts, e.g. "Sentences per step (bucketed by length)".
+inline void add_batch_flags(CLI::App* c, SeqBatchFlags& b, const char* batch_help) {
+  c->add_option("--batch", b.batch, batch_help)->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100000)));
+  c->add_option("--max-tokens", b.max_tokens, "Token batches instead of --batch: each step holds at most this many padded tokens, sentences x max(source, target + 1) (fairseq's --max-tokens; 0 = off)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  c->add_option("--tokenizer", b.tokenizer, "Corpora: word (lowercased, punctuation split), char, or sentencepiece (unigram subwords trained on the training split, --vocab-size pieces per side; the model is saved in the run directory)")->capture_default_str()->check(CLI::IsMember({"word", "char", "sentencepiece"}));
+  c->add_option("--vocab-size", b.vocab_size, "Corpora: vocabulary limit per side (the most frequent tokens, or the sentencepiece pieces)")->capture_default_str()->check(CLI::Range(int64_t(5), int64_t(1000000)));
+}
+// CLI::ValidationError unless --batch (and --max-tokens, when set) divide by --grad-accumulation.
+inline void check_batch_flags(const SeqBatchFlags& b, const TrainFlags& f) {
+  require_divisible(b.batch, "--batch", f);
+  if (b.max_tokens > 0) require_divisible(b.max_tokens, "--max-tokens", f);
+}
+
 // The pairs of a corpus task (bible: the prepared train/dev/test files; tsv: --tsv-train,
 // --tsv-valid, --tsv-test), at most --train-size / --valid-size / --test-size of each. Without
 // --tsv-valid the validation pairs are the last --valid-size of the first --train-size +
