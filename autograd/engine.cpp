@@ -11,6 +11,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/node.h"
+#include "ops/threads.h"
 
 namespace graft {
 
@@ -233,6 +234,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph, bool create_graph) 
               "backward: this tensor does not require grad and has no grad_fn; hint: create "
               "inputs with requires_grad(true) and do not compute under NoGradGuard");
   Tensor g = default_root_grad(*this, grad, "backward");
+  adapt_threads_to_load();  // once per training step: the OpenMP team follows the machine's load
   run_engine({*this}, {g}, retain_graph, create_graph, nullptr, nullptr);
 }
 
