@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/threads.h"
 #include "autograd/attention.h"
 #include "autograd/functions.h"
 #include "bench/bench_util.h"
@@ -100,7 +101,7 @@ void child(const Shape4& s, AttentionImpl impl, int reps) {
       "\"cpu_ms\": %.2f, \"peak_extra_mib\": %.1f, \"threads\": %d}\n",
       impl == AttentionImpl::fused ? "fused" : "composite", long(s.B), long(s.H), long(s.T),
       long(s.D), s.causal ? "true" : "false", s.pad_mask ? "true" : "false", s.dropout,
-      t[t.size() / 2], tc[tc.size() / 2], peak, omp_get_max_threads());
+      t[t.size() / 2], tc[tc.size() / 2], peak, graft::requested_threads());
   std::fflush(stdout);
 }
 

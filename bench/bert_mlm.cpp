@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/threads.h"
 #include "bench/bench_util.h"
 #include "autograd/autocast.h"
 #include "models/bert.h"
@@ -153,7 +154,7 @@ int main(int argc, char** argv) {
       "\"tokens_per_s\": %.1f, \"rss_peak_mib\": %.1f, \"cpu_ms_per_step\": %.1f, "
       "\"masked_tokens\": %ld, \"params\": %ld, \"loss_first\": %.4f, \"loss_last\": %.4f, "
       "\"dropout\": %g, \"warmup\": %ld, \"steps\": %ld, \"seed\": %ld, \"ranks\": %d}\n",
-      bf16 ? "bf16" : "f32", omp_get_max_threads(), mean, median, sorted.front(), long(B * L),
+      bf16 ? "bf16" : "f32", graft::requested_threads(), mean, median, sorted.front(), long(B * L),
       double(B * L) / (mean / 1000.0), vm_hwm_mib(), cpu / double(n), long(batch.masked),
       long(model.num_parameters()), first, last, dropout, long(warmup), long(steps), long(seed),
       dist::world_size());

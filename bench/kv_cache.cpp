@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/threads.h"
 #include "autograd/grad_mode.h"
 #include "models/transformer.h"
 
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"name\": \"kv_cache_decode\", \"cache\": %s, \"length\": %ld, \"ms_per_token\": %.3f, "
           "\"last_tokens_ms\": %.3f, \"threads\": %d}\n",
-          cache ? "true" : "false", long(N), total / double(N), last, omp_get_max_threads());
+          cache ? "true" : "false", long(N), total / double(N), last, graft::requested_threads());
       std::fflush(stdout);
     }
   }

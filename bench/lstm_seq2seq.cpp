@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/threads.h"
 #include "bench/bench_util.h"
 #include "autograd/functions.h"
 #include "autograd/ops_rnn.h"
@@ -236,7 +237,7 @@ int main(int argc, char** argv) {
         "\"step_ms_median\": %.2f, \"step_ms_min\": %.2f, \"cpu_ms_per_step\": %.1f, "
         "\"tgt_tokens_per_s\": %.1f, \"src_tgt_tokens_per_s\": %.1f, \"peak_rss_mib\": %.1f, "
         "\"params\": %ld, \"loss_first\": %.4f, \"loss_last\": %.4f, \"steps\": %ld, \"ranks\": %d}\n",
-        variant.c_str(), omp_get_max_threads(), mean, median(r.ms),
+        variant.c_str(), graft::requested_threads(), mean, median(r.ms),
         *std::min_element(r.ms.begin(), r.ms.end()), r.cpu_ms_per_step, double(B * T) / (mean / 1e3),
         double(B * (S + T)) / (mean / 1e3), vm_hwm_mib(), long(r.params), r.loss_first, r.loss_last,
         long(steps), dist::world_size());

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include "ops/threads.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 
@@ -33,7 +34,7 @@ template <class F> double median_us_per_op(F&& f, int iters, int ops_per_iter) {
 void emit(const char* name, double v, double ref) {
   fmt::print("{{\"name\": \"{}\", \"value\": {:.3f}, \"unit\": \"us/op\", \"reference\": {}, "
              "\"reference_source\": \"pytorch 1.13 eager (bench-ref)\", \"ratio\": {:.3f}, \"threads\": {}}}\n",
-             name, v, ref, v / ref, omp_get_max_threads());
+             name, v, ref, v / ref, graft::requested_threads());
 }
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include "ops/threads.h"
 #include "autograd/node.h"
 #include "bench/timing.h"
 #include "nn/rnn.h"
@@ -33,7 +34,7 @@ template <class M> void run(const char* name, M& m, const Tensor& x) {
              "\"reference_source\": \"composite gate math (tape ops)\", \"ratio\": {:.2f}, \"B\": {}, \"T\": {}, "
              "\"C\": {}, \"H\": {}, \"threads\": {}}}\n",
              name, fused * tokens, comp * tokens, fused / comp, x.size(0), x.size(1), x.size(2),
-             m.hidden_size, omp_get_max_threads());
+             m.hidden_size, graft::requested_threads());
 }
 }  // namespace
 

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include "ops/threads.h"
 #include "autograd/compile.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
@@ -103,7 +104,7 @@ void run(const std::vector<int64_t>& sizes, int64_t B, int reps) {
              "matmul)\", \"ratio\": {:.2f}, \"kernels\": {}, \"fused_groups\": {}, "
              "\"loss_abs_diff\": {:.1e}, \"threads\": {}}}\n",
              name, t_replay, t_eager, t_eager / t_replay, plan.stats.live, plan.stats.fused_groups,
-             std::abs(le - lr), omp_get_max_threads());
+             std::abs(le - lr), graft::requested_threads());
   fmt::print("{{\"name\": \"trace_replay_{}_time_onednn\", \"value\": {:.1f}, \"unit\": "
              "\"us/step\", \"reference\": {:.1f}, \"reference_source\": \"eager tape step with "
              "oneDNN matmuls (the default)\", \"ratio\": {:.2f}, \"replay_own_matmul\": {:.1f}, "

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/threads.h"
 #include "bench/bench_util.h"
 #include "autograd/autocast.h"
 #include "models/transformer.h"
@@ -113,7 +114,7 @@ int main(int argc, char** argv) {
       "\"model_gflop_per_step\": %.1f, \"model_gflops\": %.1f}\n",
       step_ms, total_cpu / double(steps), double(B * L) / (step_ms / 1000.0), vm_hwm_mib(), first,
       last, long(steps),
-      omp_get_max_threads(), dist::world_size(), overlap ? "true" : "false", bf16 ? "bf16" : "f32",
+      graft::requested_threads(), dist::world_size(), overlap ? "true" : "false", bf16 ? "bf16" : "f32",
       gflop, gflop / (step_ms / 1000.0));
   return 0;
 }

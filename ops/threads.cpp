@@ -98,14 +98,27 @@ bool governor_enabled() {
   return !(e && std::strcmp(e, "0") == 0);
 }
 
+// one governor per thread: each thread's team size is its own OpenMP setting
+ThreadGovernor& this_thread_governor() {
+  thread_local ThreadGovernor gov(affinity_cpus(), int(sysconf(_SC_NPROCESSORS_ONLN)),
+                                  double(sysconf(_SC_CLK_TCK)));
+  return gov;
+}
+thread_local int t_last_set = 0;  // the team size adapt_threads_to_load set last on this thread
+
 }  // namespace
+
+int requested_threads() {
+  int current = omp_get_max_threads();
+  // the user changed it since the governor's last change, or the governor never changed it
+  if (t_last_set == 0 || current != t_last_set) return current;
+  return std::max(current, this_thread_governor().requested());
+}
 
 void adapt_threads_to_load() {
   static const bool enabled = governor_enabled();
   if (!enabled || omp_in_parallel()) return;
-  // one governor per thread: each thread's team size is its own OpenMP setting
-  thread_local ThreadGovernor gov(affinity_cpus(), int(sysconf(_SC_NPROCESSORS_ONLN)),
-                                  double(sysconf(_SC_CLK_TCK)));
+  ThreadGovernor& gov = this_thread_governor();
   thread_local double next_s = 0;
   double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   if (now < next_s) return;
@@ -114,7 +127,10 @@ void adapt_threads_to_load() {
   if (!read_cpu_sample(s)) return;
   int current = omp_get_max_threads();
   int n = gov.update(s, current);
-  if (n > 0 && n != current) omp_set_num_threads(n);
+  if (n > 0 && n != current) {
+    omp_set_num_threads(n);
+    t_last_set = n;
+  }
 }
 
 }  // namespace graft

@@ -14,6 +14,8 @@
 // stops (tools/abcnn_run.h).
 #include <omp.h>
 
+#include "ops/threads.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -229,7 +231,7 @@ int run_abcnn(const AbcnnArgs& a) {
   out["dev_accuracy"] = round4(dv.accuracy), out["test_accuracy"] = round4(te.accuracy);
   out["best_dev_accuracy"] = round4(best_dev), out["test_accuracy_at_best_dev"] = round4(test_at_best);
   out["best_dev_step"] = best_step, out["wall_s"] = std::round(wall * 10) / 10;
-  out["threads"] = omp_get_max_threads(), out["stop"] = nn::stop_reason_name(r.reason);
+  out["threads"] = graft::requested_threads(), out["stop"] = nn::stop_reason_name(r.reason);
   if (!to.run_dir.empty()) out["run_dir"] = to.run_dir;
   fmt::print("{}\n", json_line(out));
   return nn::exit_status(r.reason);

@@ -21,6 +21,8 @@
 // the run directory has passed (check_run_dir below).
 #include <omp.h>
 
+#include "ops/threads.h"
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -332,7 +334,7 @@ int run_pretrain(const PretrainArgs& a) {
   out["max_seq_len"] = a.max_seq_len, out["eval_loss"] = round4(ev["loss"]);
   out["eval_mlm_accuracy"] = round4(ev["mlm_accuracy"]);
   out["eval_nsp_accuracy"] = round4(ev["nsp_accuracy"]);
-  out["wall_s"] = std::round(since() * 10) / 10, out["threads"] = omp_get_max_threads();
+  out["wall_s"] = std::round(since() * 10) / 10, out["threads"] = graft::requested_threads();
   out["stop"] = nn::stop_reason_name(r.reason);
   fmt::print("{}\n", json_line(out));
   return nn::exit_status(r.reason);
@@ -528,7 +530,7 @@ int run_finetune(const FinetuneArgs& a) {
   out["model"] = "bert-finetune", out["task"] = a.task, out["init"] = init_dir;
   out["encoder"] = use_pretrained ? "pretrained" : "random", out["steps"] = r.step;
   out["batch"] = a.batch, out["dev_accuracy"] = round4(dev_acc), out["test_accuracy"] = round4(test_acc);
-  out["wall_s"] = std::round(since() * 10) / 10, out["threads"] = omp_get_max_threads();
+  out["wall_s"] = std::round(since() * 10) / 10, out["threads"] = graft::requested_threads();
   out["stop"] = nn::stop_reason_name(r.reason);
   fmt::print("{}\n", json_line(out));
   return nn::exit_status(r.reason);
