@@ -73,11 +73,12 @@ bool parse_line(const std::string& line, const std::string& path, int64_t line_n
   GRAFT_CHECK(wcnt >= 1 && wcnt <= 1000, "wordnet: {}:{}: bad word count {}", path, line_no, wcnt);
   s = Synset{};
   s.key = (pos == "s" ? std::string("a") : pos) + ":" + offset;
-  try {
-    s.lexfile = std::stoll(lexfile);
-  } catch (const std::exception&) {
-    throw Error(fmt::format("wordnet: {}:{}: bad lexicographer file number '{}'", path, line_no, lexfile));
-  }
+  // lex_filenum is a two-digit decimal number (wndb(5WN)); "-3" or "7x" is a corrupt line.
+  const bool digits = !lexfile.empty() && lexfile.size() <= 2 &&
+                      std::all_of(lexfile.begin(), lexfile.end(), [](unsigned char c) { return std::isdigit(c); });
+  GRAFT_CHECK(digits, "wordnet: {}:{}: bad lexicographer file number '{}' (two decimal digits "
+              "expected)", path, line_no, lexfile);
+  s.lexfile = std::stoll(lexfile);
   for (int64_t i = 0; i < wcnt; ++i) {
     std::string w, lex_id;
     GRAFT_CHECK(bool(head >> w >> lex_id), "wordnet: {}:{}: {} words announced, fewer found",

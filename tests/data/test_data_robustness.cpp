@@ -291,3 +291,17 @@ TEST_CASE("wordnet_gloss_pairs: one synset with a gloss is an error, not an endl
   t.file("data.noun", "00001740 03 n 01 entity 0 000 | a thing; \"an example\"\n");
   CHECK(has(error_of([&] { wordnet_gloss_pairs(t.dir.string()); }), "at least two synsets"));
 }
+
+TEST_CASE("read_wordnet_synsets: a lexicographer file number that is not two digits is an error") {
+  // A negative number passed std::stoll and reached the lexname task as a label of -3.
+  TempDir t("wordnet_bad_lexfile");
+  const std::string rest = " n 01 entity 0 000 | a thing; \"an example\"\n";
+  for (const char* bad : {"-3", "7x", "100", "+1"}) {
+    t.file("data.noun", std::string("00001740 ") + bad + rest);
+    CHECK(has(error_of([&] { read_wordnet_synsets(t.dir.string()); }), "bad lexicographer file number"));
+  }
+  t.file("data.noun", "00001740 03" + rest);
+  const auto s = read_wordnet_synsets(t.dir.string());
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].lexfile == 3);
+}
