@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "ops/error.h"
+#include "ops/file_io.h"
 #include "ops/storage.h"
 
 namespace graft::data {
@@ -135,6 +137,22 @@ TaskSplit make_task_split(const std::string& task, int64_t n_train, int64_t n_va
   fill(s.valid, n_valid, g_valid);
   fill(s.test, n_test, g_test);
   return s;
+}
+
+std::string write_date_tsv(const std::string& data_dir, int64_t n_train, int64_t n_valid, int64_t n_test,
+                           uint64_t seed) {
+  const TaskSplit s = make_task_split("date", n_train, n_valid, n_test, {}, 0, 0, seed);
+  const std::string dir = (std::filesystem::path(data_dir) / "date").string();
+  std::filesystem::create_directories(dir);
+  auto write = [&](const char* name, const std::vector<Example>& ex) {
+    std::string text;
+    for (const auto& e : ex) text += e.source + "\t" + e.target + "\n";
+    atomic_write(dir + "/" + name, text, "write_date_tsv");
+  };
+  write("train.tsv", s.train);
+  write("dev.tsv", s.valid);
+  write("test.tsv", s.test);
+  return dir;
 }
 
 int days_in_month(int year, int month) {

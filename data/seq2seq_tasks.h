@@ -49,6 +49,13 @@ TaskSplit make_task_split(const std::string& task, int64_t n_train, int64_t n_va
                           int64_t n_test, const TaskOptions& train_opt, int64_t test_min_len,
                           int64_t test_max_len, uint64_t seed);
 
+// Writes the date split of make_task_split("date", n_train, n_valid, n_test, {}, 0, 0, seed) as
+// DIR/date/{train,dev,test}.tsv (source<TAB>target, one pair a line; `train seq2seq --task tsv
+// --tokenizer char` and the PyTorch reference trainers read them) and returns DIR/date. The
+// pairs are the ones `--task date --seed SEED` trains on.
+std::string write_date_tsv(const std::string& data_dir, int64_t n_train, int64_t n_valid, int64_t n_test,
+                           uint64_t seed);
+
 // ---- dates (exposed for tests and the CLI)
 struct Date {
   int year, month, day;  // month 1..12, day 1..days_in_month

@@ -373,6 +373,7 @@ void Trainer::run_loop(TrainResult& result, int64_t log_every) {
     j["lr"] = num(lr);
     j["elapsed"] = elapsed();
     j["throughput"] = counted / dt;
+    if (items > 0) j["items"] = items;  // e.g. target tokens of this step
     if (!std::isnan(grad_norm)) j["grad_norm"] = num(grad_norm);
     if (diverging_) j["diverging"] = true;
     log_json(j.dump());

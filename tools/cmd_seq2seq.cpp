@@ -423,10 +423,19 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   auto dir = std::make_shared<std::string>("datasets");
   CLI::App* d = app.add_subcommand("data", "Datasets");
   d->require_subcommand(1);
-  CLI::App* prep = d->add_subcommand("prepare", "Download/convert a corpus: bible-en-es (Debian SWORD modules, public domain), english-text (BERT pretraining: WEB Bible + WordNet)");
-  prep->add_option("corpus", *corpus, "bible-en-es or english-text")->required()->check(CLI::IsMember({"bible-en-es", "english-text"}));
+  auto seed = std::make_shared<int64_t>(1);
+  CLI::App* prep = d->add_subcommand("prepare", "Download/convert a corpus: bible-en-es (Debian SWORD modules, public domain), english-text (BERT pretraining: WEB Bible + WordNet), date (the date task's split as TSV files)");
+  prep->add_option("corpus", *corpus, "bible-en-es, english-text or date")->required()->check(CLI::IsMember({"bible-en-es", "english-text", "date"}));
   prep->add_option("--data-dir", *dir, "Output folder")->capture_default_str();
-  cmds.push_back({prep, [dir, corpus] {  // both captured: the options write into them
+  prep->add_option("--seed", *seed, "date: the split of 'train seq2seq --task date --seed N' (train 20000, dev 500, test 1000 pairs)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 62));
+  cmds.push_back({prep, [dir, corpus, seed] {  // all captured: the options write into them
+                    if (*corpus == "date") {  // for --task tsv and the PyTorch reference trainers
+                      const SeqTaskFlags t;   // the split sizes train seq2seq uses by default
+                      const std::string out = data::write_date_tsv(*dir, t.train_size, t.valid_size, t.test_size, uint64_t(*seed));
+                      fmt::print("wrote {}/{{train,dev,test}}.tsv: {} / {} / {} date pairs (seed {})\n", out, t.train_size,
+                                 t.valid_size, t.test_size, *seed);
+                      return 0;
+                    }
                     if (*corpus == "english-text") {  // BERT pretraining text (data/english_text.h)
                       const data::EnglishTextInfo e = data::prepare_english_text(*dir);
                       fmt::print("wrote {}: {} documents, {} sentences, {:.1f} MiB (Bible: {} chapters, {} sentences; "

@@ -23,6 +23,7 @@
 #include "data/seq2seq_tasks.h"
 #include "data/tokenizer.h"
 #include "ops/error.h"
+#include "tests/temp_dir.h"
 
 using namespace graft;
 using namespace graft::data;
@@ -284,6 +285,23 @@ TEST_CASE("task splits: held-out lengths, unseen dates") {
   for (const auto& e : d.train) train_src.insert(e.source);
   for (const auto& e : d.valid) CHECK(train_src.count(e.source) == 0);
   for (const auto& e : d.test) CHECK(train_src.count(e.source) == 0);
+}
+
+TEST_CASE("write_date_tsv: the files read back as the split --task date --seed trains on") {
+  test::TempDir t("seq2seq_data", "date_tsv");
+  const std::string dir = write_date_tsv(t.dir.string(), 300, 20, 30, 5);
+  CHECK(dir == (t.dir / "date").string());
+  const TaskSplit s = make_task_split("date", 300, 20, 30, {}, 0, 0, 5);
+  auto same = [](const std::vector<Example>& a, const std::vector<Example>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].source != b[i].source || a[i].target != b[i].target) return false;
+    return true;
+  };
+  CHECK(same(read_parallel_tsv(dir + "/train.tsv"), s.train));
+  CHECK(same(read_parallel_tsv(dir + "/dev.tsv"), s.valid));
+  CHECK(same(read_parallel_tsv(dir + "/test.tsv"), s.test));
+  CHECK(!same(read_parallel_tsv(dir + "/train.tsv"), make_task_split("date", 300, 20, 30, {}, 0, 0, 6).train));
 }
 
 // ---------------------------------------------------------------- batching

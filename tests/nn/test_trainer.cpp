@@ -283,6 +283,7 @@ TEST_CASE("Trainer: metrics.jsonl has one parseable object per step and per eval
       CHECK(j["loss"].is_number());
       CHECK(j["lr"].is_number());
       CHECK(j["throughput"].get<double>() > 0);
+      CHECK(j["items"] == 8 * o.grad_accumulation);  // the fixture reports 8 per micro-batch
       CHECK(j["grad_norm"].is_number());  // clip_grad_norm > 0
     } else {
       ++eval;

@@ -153,6 +153,16 @@ test -s "$d/tsv5/src_spm.model" && test -s "$d/tsv5/tgt_spm.model"
 "$G" $S2T --valid-size 5 --tokenizer sentencepiece --vocab-size 30 --run-dir "$d/tsv6" >"$d/out" 2>&1
 grep -q "(sentencepiece-level)" "$d/out"
 "$G" translate --run-dir "$d/tsv6" "w3 x3" >"$d/out" 2>&1
+# data prepare date: the split of --task date --seed N as TSV files that --task tsv reads
+"$G" data prepare date --data-dir "$d/dd" --seed 3 >"$d/out" 2>&1
+grep -q "20000 / 500 / 1000 date pairs (seed 3)" "$d/out"
+[ "$(wc -l <"$d/dd/date/train.tsv")" -eq 20000 ] && [ "$(wc -l <"$d/dd/date/test.tsv")" -eq 1000 ]
+# shellcheck disable=SC2086
+"$G" train seq2seq --task tsv --tokenizer char --tsv-train "$d/dd/date/train.tsv" --tsv-valid "$d/dd/date/dev.tsv" \
+  --tsv-test "$d/dd/date/test.tsv" --train-size 200 --test-size 20 --steps 2 --eval-every 0 --hidden 16 --embed 8 \
+  --run-dir "$d/dd/run" >"$d/out" 2>&1
+grep -q "task tsv: 200 train / 500 valid / 20 test pairs, vocab .* (char-level)" "$d/out"
+grep -qx -- "-" "$d/dd/run/tgt_vocab.txt"  # the ISO target's dash is a token of its own
 "$G" translate --run-dir "$d/tf" abc --beam 2 --head 1 --attention-png "$d/tfh.png" >"$d/out" 2>&1
 grep -q "wrote" "$d/out"
 test -s "$d/tfh.png"
