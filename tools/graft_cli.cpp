@@ -4,7 +4,7 @@
 //   graft devices   the devices this build can run on (both take --json)
 //   graft version   version and build configuration
 //   graft train mlp the two-spirals MLP with nn::Trainer (run directory, checkpoints, resume)
-//   graft plot DIR  draw a run's metrics.jsonl into DIR/loss.png and DIR/loss.svg
+//   graft plot DIR  draw a run's metrics.jsonl into DIR/loss.png and DIR/loss.svg (several DIRs + --out NAME: compared)
 //   graft predict DIR   classify text with a bert-finetune or abcnn run (tools/cmd_predict.cpp)
 //   graft sample DIR    sample text from a gpt run (tools/cmd_sample.cpp)
 //
@@ -353,10 +353,25 @@ int cmd_train_mlp(const MlpArgs& a) {
   return nn::exit_status(r.reason);
 }
 
-int cmd_plot(const std::string& run_dir, int width, int height) {
+struct PlotArgs {
+  std::vector<std::string> run_dirs;
+  int width = 640, height = 400;
+  std::string out, x = "step";
+  std::vector<std::string> labels;
+};
+
+// One run without --out: RUN_DIR/loss.{png,svg}; several runs (or --out): OUT.{png,svg}.
+int cmd_plot(const PlotArgs& a) {
   std::vector<std::string> files;
+  const graft::tools::PlotOptions po{.panel_width = a.width, .panel_height = a.height};
   try {
-    files = graft::tools::plot_run(run_dir, {.panel_width = width, .panel_height = height});
+    if (a.run_dirs.size() == 1 && a.out.empty() && a.labels.empty() && a.x == "step") {
+      files = graft::tools::plot_run(a.run_dirs[0], po);
+    } else {
+      GRAFT_CHECK(!a.out.empty(), "plot: comparing {} runs needs --out NAME (writes NAME.png and "
+                  "NAME.svg)", a.run_dirs.size());
+      files = graft::tools::plot_compare(a.run_dirs, a.out, {.panel = po, .labels = a.labels, .x_time = a.x == "time"});
+    }
   } catch (...) {
     graft::tools::release_plot_caches();
     throw;
@@ -438,12 +453,14 @@ int main(int argc, char** argv) {
         });
   }
 
-  std::string plot_dir;
-  int plot_width = 640, plot_height = 400;
-  CLI::App* plot = app.add_subcommand("plot", "Draw a run's metrics.jsonl into RUN_DIR/loss.png and RUN_DIR/loss.svg");
-  plot->add_option("run_dir", plot_dir, "The run directory (as given to graft train --run-dir)")->required();
-  plot->add_option("--width", plot_width, "Width of each panel in pixels")->capture_default_str()->check(CLI::Range(200, 4000));
-  plot->add_option("--height", plot_height, "Height of each panel in pixels")->capture_default_str()->check(CLI::Range(150, 4000));
+  PlotArgs pa;
+  CLI::App* plot = app.add_subcommand("plot", "Draw a run's metrics.jsonl into RUN_DIR/loss.png and RUN_DIR/loss.svg, or compare runs (--out NAME)");
+  plot->add_option("run_dir", pa.run_dirs, "Run directories (as given to graft train --run-dir); several: one curve each")->required();
+  plot->add_option("--out", pa.out, "Compare the runs into NAME.png and NAME.svg");
+  plot->add_option("--labels", pa.labels, "Comparison: one legend label per run (default: directory names)")->delimiter(',');
+  plot->add_option("--x", pa.x, "Comparison: x axis, step or time (the seconds of metrics.jsonl's elapsed)")->capture_default_str()->check(CLI::IsMember({"step", "time"}));
+  plot->add_option("--width", pa.width, "Width of each panel in pixels")->capture_default_str()->check(CLI::Range(200, 4000));
+  plot->add_option("--height", pa.height, "Height of each panel in pixels")->capture_default_str()->check(CLI::Range(150, 4000));
 
   graft::tools::Commands extra;  // subcommands defined in tools/cmd_*.cpp (tools/commands.h)
 #define GRAFT_CALL_REGISTRAR(fn) graft::tools::fn(app, *train, extra);
@@ -491,7 +508,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (mlp->parsed()) return cmd_train_mlp(mlp_args);
-    if (plot->parsed()) return cmd_plot(plot_dir, plot_width, plot_height);
+    if (plot->parsed()) return cmd_plot(pa);
     for (auto& c : extra)
       if (c.app->parsed()) return c.run();
     fmt::print("{}", app.help());

@@ -194,6 +194,8 @@ struct Panel {
   std::string title, ylabel;
   std::vector<Curve> curves;
   bool allow_log = false;
+  std::string xlabel = "step";
+  bool integer_x = true;  // steps; false for seconds
 };
 
 void set_color(cairo_t* cr, Color c, double alpha = 1.0) {
@@ -249,7 +251,7 @@ void draw_panel(cairo_t* cr, const Panel& panel, double px, double py, double pw
   double ymin = std::numeric_limits<double>::infinity(), ymax = -ymin;
   for (const Curve& c : panel.curves)
     for (auto [x, y] : c.pts) ymin = std::min(ymin, y), ymax = std::max(ymax, y);
-  const Axis ax = make_axis(xmin, xmax, false, false, true);
+  const Axis ax = make_axis(xmin, xmax, false, false, panel.integer_x);
   const Axis ay = make_axis(ymin, ymax, panel.allow_log, true, false);
   auto X = [&](double v) { return x0 + ax.norm(v) * w; };
   auto Y = [&](double v) { return y0 + h - ay.norm(v) * h; };
@@ -260,7 +262,7 @@ void draw_panel(cairo_t* cr, const Panel& panel, double px, double py, double pw
 
   // grid and ticks
   cairo_set_line_width(cr, 1.0);
-  const auto xt = ticks(ax, true), yt = ticks(ay, false);
+  const auto xt = ticks(ax, panel.integer_x), yt = ticks(ay, false);
   for (double v : xt) {
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
     cairo_move_to(cr, X(v), y0);
@@ -286,7 +288,7 @@ void draw_panel(cairo_t* cr, const Panel& panel, double px, double py, double pw
 
   // axis titles
   cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-  text_at(cr, "step", x0 + w / 2, y0 + h + 38, 12, false, 0.5, 0.5);
+  text_at(cr, panel.xlabel, x0 + w / 2, y0 + h + 38, 12, false, 0.5, 0.5);
   cairo_save(cr);
   cairo_translate(cr, px + 16, y0 + h / 2);
   cairo_rotate(cr, -std::numbers::pi / 2);
@@ -457,32 +459,12 @@ void check_surface(cairo_surface_t* s, const std::string& what) {
   }
 }
 
-}  // namespace
-
-std::vector<std::string> plot_run(const std::string& run_dir, const PlotOptions& o) {
-  GRAFT_CHECK(o.panel_width >= 200 && o.panel_width <= 4000 && o.panel_height >= 150 &&
-                  o.panel_height <= 4000,
-              "plot: panel size {}x{} is out of range (200-4000 x 150-4000)", o.panel_width,
-              o.panel_height);
-  std::error_code ec;
-  GRAFT_CHECK(fs::is_directory(run_dir, ec), "plot: {} is not a directory (expected a run "
-              "directory with a metrics.jsonl)", run_dir);
-  const fs::path dir(run_dir);
-  const std::string metrics = (dir / "metrics.jsonl").string();
-  const MetricsLog log = read_metrics(metrics);
-  for (const std::string& w : log.warnings) std::fprintf(stderr, "plot: warning: %s\n", w.c_str());
-  const std::vector<Panel> panels = make_panels(log, metrics);
-
-  std::string name = fs::weakly_canonical(dir, ec).filename().string();
-  if (name.empty()) name = run_dir;
-  const Points& loss = log.series.at("loss");
-  const std::string title = fmt::format("graft run {}: {} steps, last train loss {:.4g}", name,
-                                        int64_t(loss.back().first), loss.back().second);
+// The panels in a grid of two columns (one for a single panel) under `title`, as PNG and SVG.
+std::vector<std::string> write_images(const std::vector<Panel>& panels, const std::string& title,
+                                      const std::string& png, const std::string& svg, const PlotOptions& o) {
   const int cols = panels.size() == 1 ? 1 : 2;
   const int rows = int((panels.size() + size_t(cols) - 1) / size_t(cols));
   const int W = cols * o.panel_width, H = 40 + rows * o.panel_height;
-
-  const std::string png = (dir / "loss.png").string(), svg = (dir / "loss.svg").string();
 
   {  // PNG
     cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, W, H);
@@ -510,6 +492,97 @@ std::vector<std::string> plot_run(const std::string& run_dir, const PlotOptions&
     atomic_write(svg, bytes, "plot");
   }
   return {png, svg};
+}
+
+void check_panel_size(const PlotOptions& o) {
+  GRAFT_CHECK(o.panel_width >= 200 && o.panel_width <= 4000 && o.panel_height >= 150 &&
+                  o.panel_height <= 4000,
+              "plot: panel size {}x{} is out of range (200-4000 x 150-4000)", o.panel_width,
+              o.panel_height);
+}
+
+// A run directory's metrics (warnings printed) and its name (the directory's last component).
+struct Run {
+  MetricsLog log;
+  std::string name, metrics_path;
+};
+Run read_run(const std::string& run_dir) {
+  std::error_code ec;
+  GRAFT_CHECK(fs::is_directory(run_dir, ec), "plot: {} is not a directory (expected a run "
+              "directory with a metrics.jsonl)", run_dir);
+  Run r;
+  r.metrics_path = (fs::path(run_dir) / "metrics.jsonl").string();
+  r.log = read_metrics(r.metrics_path);
+  for (const std::string& w : r.log.warnings) std::fprintf(stderr, "plot: warning: %s\n", w.c_str());
+  r.name = fs::weakly_canonical(run_dir, ec).filename().string();
+  if (r.name.empty()) r.name = run_dir;
+  return r;
+}
+
+// points (step, v) -> (seconds since the start, v) by the "elapsed" of the same step (the last
+// line of that step: an evaluation's point gets the time after the evaluation).
+Points by_time(const Points& pts, const std::map<double, double>& elapsed) {
+  Points out;
+  for (auto [step, v] : pts)
+    if (auto it = elapsed.find(step); it != elapsed.end()) out.emplace_back(it->second, v);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> plot_run(const std::string& run_dir, const PlotOptions& o) {
+  check_panel_size(o);
+  const Run r = read_run(run_dir);
+  const std::vector<Panel> panels = make_panels(r.log, r.metrics_path);
+  const Points& loss = r.log.series.at("loss");
+  const std::string title = fmt::format("graft run {}: {} steps, last train loss {:.4g}", r.name,
+                                        int64_t(loss.back().first), loss.back().second);
+  const fs::path dir(run_dir);
+  return write_images(panels, title, (dir / "loss.png").string(), (dir / "loss.svg").string(), o);
+}
+
+std::vector<std::string> plot_compare(const std::vector<std::string>& run_dirs, const std::string& out,
+                                      const CompareOptions& o) {
+  check_panel_size(o.panel);
+  constexpr size_t kMaxRuns = std::size(kPalette);
+  GRAFT_CHECK(!run_dirs.empty() && run_dirs.size() <= kMaxRuns, "plot: {} run directories given; "
+              "compare 1 to {}", run_dirs.size(), kMaxRuns);
+  GRAFT_CHECK(o.labels.empty() || o.labels.size() == run_dirs.size(), "plot: {} labels for {} run "
+              "directories; give one label per run (or none)", o.labels.size(), run_dirs.size());
+  GRAFT_CHECK(!out.empty(), "plot: the output name is empty");
+  Panel loss{.title = "Train loss (smoothed)", .ylabel = "loss", .curves = {}, .allow_log = true};
+  std::map<std::string, Panel> evals;  // eval_ metric -> its panel
+  std::vector<std::string> names;
+  for (size_t i = 0; i < run_dirs.size(); ++i) {
+    const Run r = read_run(run_dirs[i]);
+    const std::string label = o.labels.empty() ? r.name : o.labels[i];
+    names.push_back(label);
+    std::map<double, double> elapsed;
+    if (o.x_time) {
+      auto it = r.log.series.find("elapsed");
+      GRAFT_CHECK(it != r.log.series.end() && !it->second.empty(), "plot: {} has no \"elapsed\" "
+                  "values, needed for the time axis", r.metrics_path);
+      for (auto [step, t] : it->second) elapsed[step] = t;
+    }
+    auto x = [&](const Points& p) { return o.x_time ? by_time(p, elapsed) : p; };
+    const Color c = kPalette[i];
+    auto it = r.log.series.find("loss");
+    GRAFT_CHECK(it != r.log.series.end() && !it->second.empty(), "plot: {} has no training steps "
+                "(no \"loss\" values)", r.metrics_path);
+    const Points& l = it->second;
+    loss.curves.push_back({label, x(l.size() >= 10 ? smooth(l) : l), c, 2.0, 1.0, l.size() < 10});
+    for (const auto& [k, pts] : r.log.series) {
+      if (k.rfind("eval_", 0) != 0 || pts.empty()) continue;
+      Panel& p = evals[k];
+      p.title = "Eval " + k.substr(5), p.ylabel = k.substr(5), p.allow_log = k == "eval_loss";
+      p.curves.push_back({label, x(pts), c, 2.0, 1.0, true});
+    }
+  }
+  std::vector<Panel> panels{loss};
+  for (auto& [k, p] : evals) panels.push_back(p);
+  for (Panel& p : panels) p.xlabel = o.x_time ? "seconds" : "step", p.integer_x = !o.x_time;
+  const std::string title = fmt::format("{}, by {}", fmt::join(names, " vs "), o.x_time ? "wall time" : "step");
+  return write_images(panels, title, out + ".png", out + ".svg", o.panel);
 }
 
 void release_plot_caches() {

@@ -36,6 +36,19 @@ struct PlotOptions {
 // graft::Error as read_metrics, or when the run has no "loss" values, or cairo fails.
 std::vector<std::string> plot_run(const std::string& run_dir, const PlotOptions& options = {});
 
+// Several runs in one image, e.g. graft's and a reference trainer's that wrote the same
+// metrics.jsonl format: a panel for the smoothed training loss and one per eval_ metric any run
+// has, one colour per run (at most 6), labelled `labels` (default: the directory names). The x
+// axis is the step or, with x_time, the "elapsed" seconds of each step. Writes OUT.png and
+// OUT.svg (atomically) and returns their paths; graft::Error as plot_run, or for bad labels.
+struct CompareOptions {
+  PlotOptions panel;
+  std::vector<std::string> labels;
+  bool x_time = false;
+};
+std::vector<std::string> plot_compare(const std::vector<std::string>& run_dirs, const std::string& out,
+                                      const CompareOptions& options = {});
+
 // Frees the font caches that cairo and fontconfig keep for the life of the process (which
 // leak checkers report). Call it once, when nothing else in the process uses cairo any more,
 // e.g. before exiting.

@@ -55,9 +55,10 @@ def graft_run(graft, data, run_dir, seed, threads, attention, steps, target, len
             "curve": curve, "command": " ".join(cmd)}
 
 
-def torch_run(python, data, seed, threads, attention, steps, target):
+def torch_run(python, data, run_dir, seed, threads, attention, steps, target):
     cmd = [python, os.path.join(HERE, "seq2seq_dates.py"), "--data", data, "--seed", str(seed),
-           "--threads", str(threads), "--attention", attention, "--steps", str(steps), "--target", str(target)]
+           "--threads", str(threads), "--attention", attention, "--steps", str(steps), "--target", str(target),
+           "--run-dir", run_dir]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
     r = json.loads(out)
     r["command"] = " ".join(cmd)
@@ -72,11 +73,12 @@ def main():
     p.add_argument("--max-steps", type=int, default=3000)
     p.add_argument("--baseline-steps", type=int, default=400, help="0: no attention-vs-none table")
     p.add_argument("--work", default="/tmp/dates-vs-torch")
+    p.add_argument("--plot", default="", help="graft plot the first seed's two runs into PLOT-step.png / PLOT-time.png")
     p.add_argument("--python", default=os.environ.get("PYTHON", os.path.join(ROOT, ".venv-torch/bin/python")))
     a = p.parse_args()
     graft = os.path.join(a.build, "tools", "graft")
     os.makedirs(a.work, exist_ok=True)
-    print(json.dumps({"cpu": open("/proc/cpuinfo").read().split("model name")[1].split("\n")[0].strip(": "),
+    print(json.dumps({"cpu": open("/proc/cpuinfo").read().split("model name")[1].split("\n")[0].strip(": \t"),
                       "uptime_before": uptime()}), flush=True)
     rows = []
     for seed in (int(s) for s in a.seeds.split(",")):
@@ -87,7 +89,8 @@ def main():
         g = graft_run(graft, data, os.path.join(a.work, f"graft{seed}"), seed, a.threads, "bahdanau",
                       a.max_steps, 0.99, 0)
         print(json.dumps(g), flush=True)
-        t = torch_run(a.python, data, seed, a.threads, "bahdanau", a.max_steps, 0.99)
+        t = torch_run(a.python, data, os.path.join(a.work, f"torch{seed}"), seed, a.threads, "bahdanau",
+                      a.max_steps, 0.99)
         print(json.dumps(t), flush=True)
         rows.append((seed, g, t))
     baseline = []
@@ -100,6 +103,12 @@ def main():
                 print(json.dumps(r), flush=True)
                 baseline.append(r)
     print(json.dumps({"uptime_after": uptime()}), flush=True)
+    if a.plot and rows:
+        seed = rows[0][0]
+        for x in ("step", "time"):
+            subprocess.run([graft, "plot", os.path.join(a.work, f"graft{seed}"), os.path.join(a.work, f"torch{seed}"),
+                            "--labels", "graft,PyTorch", "--x", x, "--out", f"{a.plot}-{x}"],
+                           check=True, stdout=subprocess.DEVNULL)
 
     print("\n| seed | graft steps to 99% | graft wall s | PyTorch steps to 99% | PyTorch wall s | wall ratio torch/graft | graft test exact | PyTorch test exact |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -22,7 +22,10 @@ Data: the TSV files of `graft data prepare date --seed N` (the pairs `--task dat
 trains on); characters are the tokens, as with graft's --tokenizer char.
 
   .venv-torch/bin/python bench/reference/seq2seq_dates.py --data datasets/date --seed 1
-Prints one JSON line.
+Prints one JSON line. With --run-dir DIR it also writes DIR/metrics.jsonl in nn::Trainer's
+format (step, loss, elapsed, items; evaluations as eval_exact), which `graft plot` draws beside
+graft's own runs:
+  graft plot runs/graft-date runs/torch-date --labels graft,PyTorch --x time --out docs/dates
 """
 import argparse
 import json
@@ -174,6 +177,7 @@ def main():
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--target", type=float, default=0.99)
+    p.add_argument("--run-dir", default="", help="write metrics.jsonl (graft's format) here")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -192,6 +196,10 @@ def main():
     src_len = [len(x) for x in xs]
     batches, step, tokens = [], 0, 0
     curve, reached_step, reached_wall = [], -1, 0.0
+    log = None
+    if a.run_dir:
+        os.makedirs(a.run_dir, exist_ok=True)
+        log = open(os.path.join(a.run_dir, "metrics.jsonl"), "w")
     while step < a.steps:
         if not batches:
             batches = bucket_batches(src_len, a.batch, rng)
@@ -211,14 +219,21 @@ def main():
         opt.step()
         step += 1
         tokens += n
+        if log:
+            log.write(json.dumps({"step": step, "loss": loss.item(), "elapsed": time.perf_counter() - t0,
+                                  "items": n}) + "\n")
         if a.eval_every and step % a.eval_every == 0:
             ex = exact_match(model, dx, dy, max_len)
             curve.append({"step": step, "exact": ex, "loss": round(loss.item(), 5),
                           "wall_s": round(time.perf_counter() - t0, 2)})
+            if log:
+                log.write(json.dumps({"step": step, "elapsed": time.perf_counter() - t0, "eval_exact": ex}) + "\n")
             if a.target > 0 and ex >= a.target:
                 reached_step, reached_wall = step, time.perf_counter() - t0
                 break
     train_s = time.perf_counter() - t0
+    if log:
+        log.close()
     test_exact = exact_match(model, tx, ty, max_len)
     print(json.dumps({
         "workload": "seq2seq_dates", "framework": "torch", "torch": torch.__version__, "seed": a.seed,

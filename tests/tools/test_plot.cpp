@@ -161,3 +161,34 @@ TEST_CASE("plot: missing or corrupt metrics are graft::Error naming the file and
   tools::plot_run(tmp.dir.string());
   check_outputs(tmp.dir);
 }
+
+TEST_CASE("plot_compare: several runs in one image, by step or by wall time") {
+  TempDir tmp("compare");
+  for (const char* r : {"a", "b"}) fs::create_directories(tmp.dir / r);
+  write(tmp.dir / "a" / "metrics.jsonl", synthetic_log(60));
+  write(tmp.dir / "b" / "metrics.jsonl", synthetic_log(90));
+  const std::string a = (tmp.dir / "a").string(), b = (tmp.dir / "b").string();
+  const std::string out = (tmp.dir / "cmp").string();
+  const auto files = tools::plot_compare({a, b}, out, {.labels = {"graft", "PyTorch"}});
+  REQUIRE(files.size() == 2);
+  CHECK(files[0] == out + ".png");
+  const std::string png_step = read_all(out + ".png"), svg_two = read_all(out + ".svg");
+  CHECK(png_step.compare(0, 8, std::string("\x89PNG\r\n\x1a\n", 8)) == 0);
+  CHECK(svg_two.find("</svg>") != std::string::npos);
+  // each run has its own colour: the second run's (kPalette[1], orange) is drawn only with two runs
+  const std::string orange = "rgb(100%,49.8%,5.5%)";
+  CHECK(svg_two.find(orange) != std::string::npos);
+  tools::plot_compare({a}, out, {});
+  CHECK(read_all(out + ".svg").find(orange) == std::string::npos);
+  tools::plot_compare({a, b}, out, {.x_time = true});  // the time axis moves every point
+  CHECK(read_all(out + ".png") != png_step);
+
+  CHECK_THROWS_WITH_AS(tools::plot_compare({a, b}, out, {.labels = {"one"}}),
+                       doctest::Contains("1 labels for 2 run directories"), Error);
+  CHECK_THROWS_WITH_AS(tools::plot_compare({}, out, {}), doctest::Contains("0 run directories"), Error);
+  CHECK_THROWS_WITH_AS(tools::plot_compare({a, (tmp.dir / "none").string()}, out, {}),
+                       doctest::Contains("not a directory"), Error);
+  write(tmp.dir / "b" / "metrics.jsonl", "{\"step\": 1, \"loss\": 0.5}\n");
+  CHECK_THROWS_WITH_AS(tools::plot_compare({a, b}, out, {.x_time = true}),
+                       doctest::Contains("no \"elapsed\" values"), Error);
+}
