@@ -180,8 +180,24 @@ TEST_CASE("plot_compare: several runs in one image, by step or by wall time") {
   CHECK(svg_two.find(orange) != std::string::npos);
   tools::plot_compare({a}, out, {});
   CHECK(read_all(out + ".svg").find(orange) == std::string::npos);
-  tools::plot_compare({a, b}, out, {.x_time = true});  // the time axis moves every point
-  CHECK(read_all(out + ".png") != png_step);
+  // by time, the points sit at their "elapsed" seconds: the same losses logged at other times
+  // (step i at about 0.0001 i^2 s instead of 0.01 i s) draw another image
+  tools::plot_compare({b}, out, {.x_time = true});
+  const std::string png_linear = read_all(out + ".png");
+  std::string late = synthetic_log(90);
+  for (int i = 90; i >= 1; --i) {
+    const std::string from = fmt::format("\"elapsed\": {}", i * 0.01);
+    for (size_t at = late.find(from + ","); at != std::string::npos; at = late.find(from + ",", at + 1))
+      late.replace(at, from.size(), fmt::format("\"elapsed\": {}", 0.0001 * i * i));
+  }
+  fs::create_directories(tmp.dir / "c");
+  write(tmp.dir / "c" / "metrics.jsonl", late);
+  tools::plot_compare({(tmp.dir / "c").string()}, out, {.labels = {"b"}, .x_time = true});
+  CHECK(read_all(out + ".png") != png_linear);
+  tools::plot_compare({(tmp.dir / "c").string()}, out, {.labels = {"b"}});  // by step: no difference
+  const std::string png_c_step = read_all(out + ".png");
+  tools::plot_compare({b}, out, {});
+  CHECK(read_all(out + ".png") == png_c_step);
 
   CHECK_THROWS_WITH_AS(tools::plot_compare({a, b}, out, {.labels = {"one"}}),
                        doctest::Contains("1 labels for 2 run directories"), Error);
