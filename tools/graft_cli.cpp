@@ -368,8 +368,8 @@ int cmd_plot(const PlotArgs& a) {
     if (a.run_dirs.size() == 1 && a.out.empty() && a.labels.empty() && a.x == "step") {
       files = graft::tools::plot_run(a.run_dirs[0], po);
     } else {
-      GRAFT_CHECK(!a.out.empty(), "plot: comparing {} runs needs --out NAME (writes NAME.png and "
-                  "NAME.svg)", a.run_dirs.size());
+      GRAFT_CHECK(!a.out.empty(), "plot: {} needs --out NAME (writes NAME.png and NAME.svg)",
+                  a.run_dirs.size() > 1 ? "comparing runs" : "--labels or --x time");
       files = graft::tools::plot_compare(a.run_dirs, a.out, {.panel = po, .labels = a.labels, .x_time = a.x == "time"});
     }
   } catch (...) {

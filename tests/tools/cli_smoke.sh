@@ -153,6 +153,11 @@ test -s "$d/tsv5/src_spm.model" && test -s "$d/tsv5/tgt_spm.model"
 "$G" $S2T --valid-size 5 --tokenizer sentencepiece --vocab-size 30 --run-dir "$d/tsv6" >"$d/out" 2>&1
 grep -q "(sentencepiece-level)" "$d/out"
 "$G" translate --run-dir "$d/tsv6" "w3 x3" >"$d/out" 2>&1
+# plot: two runs in one image, by wall time; comparing without --out is a usage error
+"$G" plot "$d/tsv1" "$d/tsv2" --labels one,two --x time --out "$d/cmp" >"$d/out" 2>&1
+grep -q "wrote $d/cmp.png and $d/cmp.svg" "$d/out" && test -s "$d/cmp.png"
+if "$G" plot "$d/tsv1" "$d/tsv2" >"$d/out" 2>&1; then echo "plot of two runs without --out passed" >&2; exit 1; fi
+grep -q "comparing runs needs --out NAME" "$d/out"
 # data prepare date: the split of --task date --seed N as TSV files that --task tsv reads
 "$G" data prepare date --data-dir "$d/dd" --seed 3 >"$d/out" 2>&1
 grep -q "20000 / 500 / 1000 date pairs (seed 3)" "$d/out"
