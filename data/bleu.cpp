@@ -165,6 +165,12 @@ std::string tokenize_13a(const std::string& line_in) {
   return fmt::format("{}", fmt::join(toks, " "));
 }
 
+std::string lowercase_ascii(std::string s) {
+  for (char& ch : s)
+    if (ch >= 'A' && ch <= 'Z') ch = char(ch - 'A' + 'a');
+  return s;
+}
+
 BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
                       const std::vector<std::vector<std::string>>& references, bool tokenize) {
   GRAFT_CHECK(hypotheses.size() == references.size(), "corpus_bleu: {} hypotheses but {} "

@@ -29,6 +29,10 @@ struct BleuScore {
 // hypotheses[i] is scored against references[i] (one or more each). tokenize: apply 13a
 // first (sacreBLEU's default); otherwise tokens are split on spaces as given.
 // graft::Error when the counts differ or a hypothesis has no reference.
+// ASCII letters A-Z lowered, every other byte kept (UTF-8 stays valid): the "lowercased
+// references" figure that `train transformer` and `graft bleu` report beside plain BLEU.
+std::string lowercase_ascii(std::string s);
+
 BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
                       const std::vector<std::vector<std::string>>& references,
                       bool tokenize = true);

@@ -34,6 +34,7 @@
 #include "nn/scheduler.h"
 #include "nn/trainer.h"
 #include "ops/error.h"
+#include "ops/file_io.h"
 #include "tools/cmd_transformer.h"
 #include "tools/train_device.h"
 #include "tools/train_flags.h"
@@ -231,7 +232,7 @@ int train_gpt(const GptArgs& a) {
   }
   fmt::print("{} steps in {:.1f} s ({})\n", r.step, train_s, stop);
   if (!f.run_dir.empty()) {
-    std::ofstream(f.run_dir + "/results.json") << res.dump(1) << "\n";
+    atomic_write(f.run_dir + "/results.json", res.dump(1) + "\n", "train gpt");
     fmt::print("run directory {} (model.safetensors, vocab.txt, results.json, metrics.jsonl)\n", f.run_dir);
   }
   return nn::exit_status(r.reason);  // 130 when interrupted; --time-budget is done

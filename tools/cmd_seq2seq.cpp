@@ -42,6 +42,7 @@
 #include "nn/scheduler.h"
 #include "nn/trainer.h"
 #include "ops/error.h"
+#include "ops/file_io.h"
 #include "tools/cmd_transformer.h"
 #include "tools/commands.h"
 #include "tools/heatmap.h"
@@ -285,10 +286,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
   for (size_t i = 0; i < std::min<size_t>(5, c.test.size()); ++i)
     fmt::print("  {:<32} -> {:<24} (reference {})\n", c.test[i].source.substr(0, 60),
                r.outputs[i].substr(0, 60), c.test[i].target.substr(0, 60));
-  {
-    std::ofstream f(run_dir + "/results.json");
-    f << res.dump(1) << "\n";
-  }
+  atomic_write(run_dir + "/results.json", res.dump(1) + "\n", "train seq2seq");
   fmt::print("{} steps in {:.1f} s ({}); run directory {} (model.safetensors, results.json); try: graft translate --run-dir {} TEXT\n",
              tr.step, train_secs, nn::stop_reason_name(tr.reason), run_dir, run_dir);
   return nn::exit_status(tr.reason);  // 130 when interrupted; --target and --time-budget are done

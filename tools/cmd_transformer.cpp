@@ -39,6 +39,7 @@
 #include "nn/scheduler.h"
 #include "nn/trainer.h"
 #include "ops/error.h"
+#include "ops/file_io.h"
 #include "tools/heatmap.h"
 #include "tools/plot.h"
 #include "tools/seq_common.h"
@@ -149,12 +150,6 @@ int64_t longest(const std::vector<const Ids*>& sets) {
   return n;
 }
 
-std::string lower_ascii(std::string s) {
-  for (char& c : s)
-    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
-  return s;
-}
-
 struct Eval {
   double exact = 0, bleu = 0, bleu_lower = 0;
   std::vector<std::string> outputs;
@@ -181,7 +176,7 @@ Eval evaluate(models::Transformer& m, const data::Tokenizer& tgt_tok, const Ids&
     exact += hyps[i].tokens == ref[i];
     r.outputs.push_back(tgt_tok.decode(hyps[i].tokens));
     refs.push_back({ex[i].target});
-    refs_lower.push_back({lower_ascii(ex[i].target)});
+    refs_lower.push_back({data::lowercase_ascii(ex[i].target)});
   }
   r.exact = double(exact) / double(std::max<size_t>(count, 1));
   r.bleu = data::corpus_bleu(r.outputs, refs).score;
@@ -297,6 +292,13 @@ int train_transformer(const Args& a) {
                100 * r.exact, corpus ? fmt::format(", BLEU {:.2f} (lowercased references {:.2f})", r.bleu, r.bleu_lower) : "",
                since(t1));
     const std::string key = beam == 1 ? "greedy" : "beam";
+    if (!f.run_dir.empty()) {  // one detokenized hypothesis per test pair, for graft bleu
+      std::string text;
+      for (const std::string& o : r.outputs) text += o + '\n';
+      const std::string file = beam == 1 ? "test_greedy.txt" : fmt::format("test_beam{}.txt", beam);
+      atomic_write(f.run_dir + "/" + file, text, "train transformer");
+      res["test_hypotheses_" + key] = file;
+    }
     res["test_exact_" + key] = r.exact;
     if (corpus) res["test_bleu_" + key] = r.bleu, res["test_bleu_lowercased_" + key] = r.bleu_lower;
     if (beam == a.beam) {
@@ -309,7 +311,7 @@ int train_transformer(const Args& a) {
   }
   fmt::print("{} steps in {:.1f} s ({})\n", tr.step, train_s, nn::stop_reason_name(tr.reason));
   if (!f.run_dir.empty()) {
-    std::ofstream(f.run_dir + "/results.json") << res.dump(1) << "\n";
+    atomic_write(f.run_dir + "/results.json", res.dump(1) + "\n", "train transformer");
     fmt::print("run directory {} (model.safetensors, results.json, metrics.jsonl); try: graft translate "
                "--run-dir {} TEXT\n", f.run_dir, f.run_dir);
   }

@@ -7,6 +7,7 @@
 //   graft plot DIR  draw a run's metrics.jsonl into DIR/loss.png and DIR/loss.svg (several DIRs + --out NAME: compared)
 //   graft predict DIR   classify text with a bert-finetune or abcnn run (tools/cmd_predict.cpp)
 //   graft sample DIR    sample text from a gpt run (tools/cmd_sample.cpp)
+//   graft bleu HYP REF  corpus BLEU of a translation file (tools/cmd_bleu.cpp)
 //
 // Exit status: 0 done; 1 a graft::Error (printed as "graft: error: ..."); 2 a usage error
 // (unknown subcommand, bad flag or value, bad --config file); 130 interrupted: Ctrl-C during

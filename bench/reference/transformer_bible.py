@@ -21,7 +21,11 @@ uniform), not graft's; everything else matches.
 
   .venv-torch/bin/python bench/reference/transformer_bible.py --data datasets/bible-en-es \
       --vocab-from runs/tf-bible --steps 100 --run-dir runs/torch-tf-bible
-Prints one JSON line.
+After training: the teacher-forced dev cross-entropy, then greedy decoding of the first
+--test-size test pairs (as graft's test decoding: at most 2 x the longest dev/test reference +
+10 tokens, stop at <eos>), detokenized by SentencePiece into RUN_DIR/test_greedy.txt, one line
+per pair, for `graft bleu RUN_DIR/test_greedy.txt datasets/bible-en-es/test.tsv` to score with
+the code that scores graft's own test_greedy.txt. Prints one JSON line.
 """
 import argparse
 import json
@@ -67,6 +71,9 @@ class Side:
         ids = [i + 3 if i > 0 else UNK for i in self.sp.encode(text)]
         return ids or [UNK]
 
+    def decode(self, ids):  # graft ids -> text; <pad> <bos> <eos> dropped, <unk> kept as piece 0
+        return self.sp.decode([i - 3 if i > UNK else 0 for i in ids if i not in (PAD, BOS, EOS)])
+
 
 def sinusoids(n, C):
     pos = torch.arange(n, dtype=torch.float32).unsqueeze(1)
@@ -101,6 +108,28 @@ class Model(nn.Module):
                       src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
                       memory_key_padding_mask=src_pad, tgt_is_causal=True)
         return F.linear(h, self.tgt_embed.weight)
+
+    @torch.no_grad()
+    def greedy(self, src, max_len):  # src [B, S] -> lists of output ids (without <eos>)
+        src_pad = src.eq(PAD)
+        memory = self.core.encoder(self.embed(self.src_embed, src), src_key_padding_mask=src_pad)
+        out = torch.full((src.size(0), 1), BOS, dtype=torch.long)
+        done = torch.zeros(src.size(0), dtype=torch.bool)
+        for _ in range(max_len):
+            T = out.size(1)
+            h = self.core.decoder(self.embed(self.tgt_embed, out), memory,
+                                  tgt_mask=nn.Transformer.generate_square_subsequent_mask(T), tgt_is_causal=True,
+                                  memory_key_padding_mask=src_pad)
+            nxt = F.linear(h[:, -1], self.tgt_embed.weight).argmax(-1)
+            nxt = torch.where(done, torch.full_like(nxt, PAD), nxt)
+            out = torch.cat([out, nxt.unsqueeze(1)], 1)
+            done |= nxt.eq(EOS)
+            if bool(done.all()):
+                break
+        hyps = []
+        for row in out[:, 1:].tolist():
+            hyps.append(row[:row.index(EOS)] if EOS in row else [i for i in row if i != PAD])
+        return hyps
 
 
 def token_batches(cost, max_tokens, rng, pool=50):
@@ -148,6 +177,8 @@ def main():
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument("--max-tokens", type=int, default=4096)
     p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--valid-size", type=int, default=200, help="dev pairs for the validation cross-entropy")
+    p.add_argument("--test-size", type=int, default=500, help="test pairs to decode (0: none)")
     p.add_argument("--run-dir", default="")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
@@ -156,11 +187,14 @@ def main():
 
     src_side, tgt_side = Side(a.vocab_from, "src"), Side(a.vocab_from, "tgt")
     train = read_tsv(os.path.join(a.data, "train.tsv"), a.train_size)
-    dev = read_tsv(os.path.join(a.data, "dev.tsv"), 0)
+    dev = read_tsv(os.path.join(a.data, "dev.tsv"), a.valid_size)
+    test = read_tsv(os.path.join(a.data, "test.tsv"), a.test_size) if a.test_size > 0 else []
     xs = [src_side.encode(s) for s, _ in train]
     ys = [tgt_side.encode(t) for _, t in train]
     dx, dy = [src_side.encode(s) for s, _ in dev], [tgt_side.encode(t) for _, t in dev]
-    max_len = max(len(s) + 2 for s in xs + ys + dx + dy)
+    tx, ty = [src_side.encode(s) for s, _ in test], [tgt_side.encode(t) for _, t in test]
+    max_out = 2 * max(len(y) for y in dy + ty) + 10  # graft's default --max-out
+    max_len = max([len(s) + 2 for s in xs + ys + dx + tx] + [max_out + 2])
     model = Model(src_side.size, tgt_side.size, a.d_model, a.heads, a.layers, a.ffn, a.dropout, max_len)
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     C, w = a.d_model, a.warmup
@@ -211,12 +245,24 @@ def main():
     if log:
         log.write(json.dumps({"step": step, "elapsed": time.perf_counter() - t0, "eval_nll": s / k}) + "\n")
         log.close()
+    t_dec, decode_s = time.perf_counter(), 0.0
+    if test:
+        hyps = [None] * len(tx)
+        order = sorted(range(len(tx)), key=lambda i: len(tx[i]))  # similar lengths per batch
+        for i in range(0, len(order), 16):
+            part = order[i:i + 16]
+            for j, h in zip(part, model.greedy(pad([tx[j] for j in part]), max_out)):
+                hyps[j] = tgt_side.decode(h)
+        decode_s = time.perf_counter() - t_dec
+        if a.run_dir:
+            with open(os.path.join(a.run_dir, "test_greedy.txt"), "w", encoding="utf-8") as f:
+                f.write("".join(h + "\n" for h in hyps))
     print(json.dumps({
         "workload": "transformer_bible", "framework": "torch", "torch": torch.__version__, "seed": a.seed,
         "threads": a.threads, "params": sum(q.numel() for q in model.parameters()), "steps": step,
         "target_tokens": tokens, "train_wall_s": round(train_s, 2), "first_step_s": round(first_step_s, 2),
         "tokens_per_s_after_first": round((tokens - first_n) / max(train_s - first_step_s, 1e-9), 1),
-        "dev_nll": s / k}))
+        "dev_nll": s / k, "test_examples": len(test), "test_decode_s": round(decode_s, 2)}))
 
 
 if __name__ == "__main__":

@@ -149,6 +149,19 @@ grep -q "task tsv: 32 train / 8 valid / 5 test pairs, vocab .* (char-level" "$d/
 grep -q "(sentencepiece-level" "$d/out"
 test -s "$d/tsv5/src_spm.model" && test -s "$d/tsv5/tgt_spm.model"
 "$G" translate --run-dir "$d/tsv5" "w3 x3" >"$d/out" 2>&1
+# bleu: the run's test hypotheses score as its results.json says; references equal to the
+# hypotheses score 100; more hypotheses than references is an error
+test "$(wc -l <"$d/tsv5/test_greedy.txt")" -eq 5
+"$G" bleu "$d/tsv5/test_greedy.txt" "$d/p.tsv" >"$d/bleu.json"
+python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); r=json.load(open(sys.argv[2]))
+assert b["hypotheses"] == 5 and abs(b["bleu"] - r["test_bleu_greedy"]) < 1e-9, (b, r)' "$d/bleu.json" "$d/tsv5/results.json"
+printf 'the cat sat on the mat\nA dog ran\n' >"$d/refs.txt"
+"$G" bleu "$d/refs.txt" "$d/refs.txt" >"$d/out"
+grep -q '"bleu":100.0' "$d/out"
+if "$G" bleu "$d/refs.txt" "$d/tsv5/test_greedy.txt.none" >"$d/out" 2>&1; then echo "bleu of a missing file passed" >&2; exit 1; fi
+head -n 1 "$d/refs.txt" >"$d/ref1.txt"
+if "$G" bleu "$d/refs.txt" "$d/ref1.txt" >"$d/out" 2>&1; then echo "bleu with too few references passed" >&2; exit 1; fi
+grep -q "has 2 hypotheses but .* has only 1 references" "$d/out"
 # shellcheck disable=SC2086
 "$G" $S2T --valid-size 5 --tokenizer sentencepiece --vocab-size 30 --run-dir "$d/tsv6" >"$d/out" 2>&1
 grep -q "(sentencepiece-level)" "$d/out"
@@ -287,7 +300,7 @@ test "$rc" -eq 1 && grep -q "steps: 20 -> 40" "$d/out"
 "$G" train mlp --steps 20 --run-dir "$d/sched" --resume >"$d/out" 2>&1
 # graft help lists every subcommand, and explains one
 "$G" help >"$d/out"
-for c in ops devices version help train plot compile-info translate data predict sample; do
+for c in ops devices version help train plot compile-info translate data predict sample bleu; do
   grep -Eq "^  $c " "$d/out" || { echo "graft help does not list $c" >&2; exit 1; }
 done
 "$G" help train seq2seq | grep -q -- "--time-budget"
