@@ -16,7 +16,9 @@ namespace {
 bool persistent(const Buffer& b) {
   return b.kind == BufferKind::input || b.kind == BufferKind::state || b.kind == BufferKind::pinned;
 }
-bool is_random(Kernel k) { return k == Kernel::uniform || k == Kernel::normal; }
+bool is_random(Kernel k) {
+  return k == Kernel::uniform || k == Kernel::normal || k == Kernel::dropout_mask;
+}
 
 bool contiguous(const ArgRef& a) {
   int64_t expect = 1;

@@ -56,6 +56,7 @@ template <class A> constexpr bool is_view = std::is_same_v<std::decay_t<A>, Tens
 template <auto M> constexpr bool kRandom = false;
 template <> constexpr bool kRandom<&Backend::uniform> = true;
 template <> constexpr bool kRandom<&Backend::normal> = true;
+template <> constexpr bool kRandom<&Backend::dropout_mask> = true;
 // Attention kernels draw their dropout mask from (seed, offset) in their arguments: a replay
 // would freeze it, so a traced step may use attention only without dropout (checked below).
 template <auto M> constexpr bool kAttention = false;
@@ -73,10 +74,13 @@ template <auto M, class... A> class Call final : public KernelCall {
 
   void run(const Backend& real, const TensorView* views, Generator* gen) const override {
     if constexpr (kRandom<M>) {
-      const uint64_t offset = gen->advance(uint64_t(views[0].numel()));  // a fresh draw
-      (real.*M)(views[0], gen->seed, offset);
+      // A fresh draw: the last two arguments, (seed, offset), come from the generator.
+      std::tuple<std::decay_t<A>...> args = args_;
+      std::get<sizeof...(A) - 2>(args) = gen->seed;
+      std::get<sizeof...(A) - 1>(args) = gen->advance(uint64_t(views[0].numel()));
+      call(real, views, args, std::index_sequence_for<A...>{});
     } else {
-      call(real, views, std::index_sequence_for<A...>{});
+      call(real, views, args_, std::index_sequence_for<A...>{});
     }
   }
 
@@ -87,13 +91,14 @@ template <auto M, class... A> class Call final : public KernelCall {
     for (size_t i = 0; i < I; ++i) n += kIsView[i];
     return n;
   }
-  template <size_t I> decltype(auto) arg(const TensorView* views) const {
+  template <size_t I, class Args> decltype(auto) arg(const TensorView* views, const Args& args) const {
     if constexpr (kIsView[I]) return (views[view_index<I>()]);
-    else return (std::get<I>(args_));
+    else return (std::get<I>(args));
   }
-  template <size_t... I>
-  void call(const Backend& real, const TensorView* views, std::index_sequence<I...>) const {
-    (real.*M)(arg<I>(views)...);
+  template <class Args, size_t... I>
+  void call(const Backend& real, const TensorView* views, const Args& args,
+            std::index_sequence<I...>) const {
+    (real.*M)(arg<I>(views, args)...);
   }
 
   std::tuple<std::decay_t<A>...> args_;
@@ -184,7 +189,7 @@ class Tracer final : public StorageObserver {
     for (const ArgRef& a : g_.ops.back().args)
       if (a.buffer >= 0 && a.role != 'R') written_[a.buffer] = 1;
   }
-  // uniform/normal: which generator advanced for this draw.
+  // uniform/normal/dropout_mask: which generator advanced for this draw.
   void note_random(const TensorView& out, uint64_t seed, uint64_t offset) {
     Generator* gen = Generator::last_advanced();
     GRAFT_CHECK(gen && gen->seed == seed && gen->offset == offset + uint64_t(out.numel()),
@@ -401,7 +406,10 @@ template <auto M, Kernel K, class... A> struct Entry<M, K, void (*)(A...)> {
         }(),
         ...);
     t.record(K, std::make_shared<Call<M, A...>>(a...), std::move(label), views, n);
-    if constexpr (kRandom<M>) t.note_random(a...);
+    if constexpr (kRandom<M>) {  // (out, ..., seed, offset)
+      const auto all = std::tie(a...);
+      t.note_random(std::get<0>(all), std::get<sizeof...(A) - 2>(all), std::get<sizeof...(A) - 1>(all));
+    }
     if constexpr (kCrossEntropy<M>)
       t.note_cross_entropy(std::get<1>(std::tie(a...)), std::get<2>(std::tie(a...)));
     const Backend& real = *t.real;

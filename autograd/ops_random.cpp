@@ -13,14 +13,22 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   GRAFT_CHECK(p >= 0.0 && p < 1.0, "dropout: probability p must be in [0, 1), got {}", p);
   if (!training || p == 0.0) return x;
   detail::check_float(x, "dropout");
-  TensorOptions opt = x.options();
+  TensorOptions opt = x.options().requires_grad(false);
   Tensor mask;
   {
     NoGradGuard ng;
-    // mask = [u >= p] / (1 - p), u ~ U[0, 1): each element kept with probability 1 - p
-    Tensor u = uniform(x.shape(), 0.0, 1.0, opt, gen);
-    mask = where(ge(u, full(Shape{}, p, opt)), full(Shape{}, 1.0 / (1.0 - p), opt),
-                 zeros(Shape{}, opt));
+    // mask = [u >= p] / (1 - p), u ~ U[0, 1): each element kept with probability 1 - p. One
+    // kernel where the device has it; else composed (the same values: see the kernel list).
+    const Backend& be = detail::backend("dropout", {&x});
+    if (be.dropout_mask) {
+      Generator& g = gen ? *gen : default_generator();
+      mask = Tensor::empty(x.shape(), opt);
+      be.dropout_mask(mask.kview(), p, g.seed, g.advance(uint64_t(mask.numel())));
+    } else {
+      Tensor u = uniform(x.shape(), 0.0, 1.0, opt, gen);
+      mask = where(ge(u, full(Shape{}, p, opt)), full(Shape{}, 1.0 / (1.0 - p), opt),
+                   zeros(Shape{}, opt));
+    }
   }
   return x * mask;  // dx = dy * mask (recorded by mul)
 }

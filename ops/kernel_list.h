@@ -124,6 +124,10 @@ GRAFT_KERNEL(cross_entropy_backward, "RRRW", cpu_opencl,
 GRAFT_KERNEL(uniform, "W", cpu_opencl, (const TensorView& out, uint64_t seed, uint64_t offset))
 // out ~ N(0, 1)
 GRAFT_KERNEL(normal, "W", cpu_opencl, (const TensorView& out, uint64_t seed, uint64_t offset))
+// Dropout's mask in one pass: out = [u >= p] / (1 - p) with u the uniform kernel's draw in
+// out's dtype (a float draw is compared with float(p)), so it equals that composite bit for bit.
+// Random kernels end in (seed, offset): graft::compile replays them with a fresh offset.
+GRAFT_KERNEL(dropout_mask, "W", cpu, (const TensorView& out, double p, uint64_t seed, uint64_t offset))
 
 // ---- optimizers: one fused in-place pass; every view contiguous, same dtype and numel.
 // Adam/AdamW: updates param, m (exp_avg) and v (exp_avg_sq) from grad.

@@ -62,6 +62,42 @@ void fill_random(T* out, int64_t n, uint64_t seed, uint64_t offset) {
   }
 }
 
+// The smallest 53-bit draw b whose uniform u = b 2^-53, converted to T, is >= T(p): the mask
+// keeps element i iff its bits are >= this. The conversion is monotone in b, so a binary search
+// finds it exactly (2^53 when no draw passes, e.g. float(p) == 1).
+template <class T> uint64_t keep_threshold(double p) {
+  const T pt = T(p);
+  uint64_t lo = 0, hi = uint64_t(1) << 53;  // the answer lies in [lo, hi]
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (uniform_as<T>(double(mid) * (1.0 / 9007199254740992.0)) >= pt) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+// out[0..n) = keep ? scale : 0 for the draws of (seed, offset + i), in parallel chunks.
+template <class T>
+void fill_dropout_mask(T* out, int64_t n, double p, uint64_t seed, uint64_t offset) {
+  const uint64_t threshold = keep_threshold<T>(p);
+  const T scale = T(1.0 / (1.0 - p));
+  const int64_t n_chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t end = std::min(n, (c + 1) * kChunk);
+    alignas(64) uint32_t w0[kLanes], w1[kLanes];
+    for (int64_t i = c * kChunk; i < end; i += kLanes) {
+      philox_lanes<kLanes>(offset + uint64_t(i), seed, kLanes, w0, w1);
+      const int64_t m = std::min<int64_t>(kLanes, end - i);
+#pragma omp simd
+      for (int64_t l = 0; l < m; ++l) {
+        const uint64_t bits = ((uint64_t(w0[l]) << 21) ^ uint64_t(w1[l])) & ((uint64_t(1) << 53) - 1);
+        out[i + l] = bits >= threshold ? scale : T(0);
+      }
+    }
+  }
+}
+
 void check_out(const char* op, const TensorView& out) {
   GRAFT_CHECK(is_floating(out.dtype), "{}: expected a floating output (float32 or float64), got {}",
               op, out.dtype);
@@ -81,6 +117,14 @@ void normal(const TensorView& out, uint64_t seed, uint64_t offset) {
   if (!out.is_contiguous()) return ref::normal(out, seed, offset);
   GRAFT_DISPATCH_FLOAT(out.dtype, "normal", T,
                        [&] { fill_random<T, true>(out.ptr<T>(), out.numel(), seed, offset); });
+}
+
+void dropout_mask(const TensorView& out, double p, uint64_t seed, uint64_t offset) {
+  check_out("dropout_mask", out);
+  GRAFT_CHECK(p >= 0.0 && p < 1.0, "dropout_mask: p must be in [0, 1), got {}", p);
+  if (!out.is_contiguous()) return ref::dropout_mask(out, p, seed, offset);
+  GRAFT_DISPATCH_FLOAT(out.dtype, "dropout_mask", T,
+                       [&] { fill_dropout_mask<T>(out.ptr<T>(), out.numel(), p, seed, offset); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -105,6 +149,19 @@ void normal(const TensorView& out, uint64_t seed, uint64_t offset) {
     T* o = out.ptr<T>();
     for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
       o[off] = T(philox_normal(seed, offset + uint64_t(i)));
+    });
+  });
+}
+
+// The composite's definition, element by element: [uniform draw >= p] / (1 - p) in T.
+void dropout_mask(const TensorView& out, double p, uint64_t seed, uint64_t offset) {
+  check_out("dropout_mask", out);
+  GRAFT_CHECK(p >= 0.0 && p < 1.0, "dropout_mask: p must be in [0, 1), got {}", p);
+  GRAFT_DISPATCH_FLOAT(out.dtype, "dropout_mask", T, [&] {
+    T* o = out.ptr<T>();
+    const T scale = T(1.0 / (1.0 - p));
+    for_each_offset(out.shape, out.strides, [&](int64_t i, int64_t off) {
+      o[off] = uniform_as<T>(philox_uniform(seed, offset + uint64_t(i))) >= T(p) ? scale : T(0);
     });
   });
 }

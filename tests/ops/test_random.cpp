@@ -1,6 +1,7 @@
 // Random kernels: the fast (chunked, parallel) fill must equal the reference bit for bit, follow
 // the Philox stream of ops/random.h element by element, and have the right moments.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "tests/ops/kernel_test_util.h"
@@ -135,4 +136,65 @@ TEST_CASE("random: integer outputs are rejected") {
   Buf b(Shape{4}, DType::i64);
   CHECK_THROWS_AS(cpu::uniform(b.v, 1, 0), graft::Error);
   CHECK_THROWS_AS(cpu::ref::normal(b.v, 1, 0), graft::Error);
+}
+
+namespace {
+using MaskFn = void (*)(const graft::TensorView&, double, uint64_t, uint64_t);
+Buf mask_draw(MaskFn fn, int64_t n, DType dt, double p, uint64_t seed, uint64_t offset) {
+  Buf b(Shape{n}, dt);
+  fn(b.v, p, seed, offset);
+  return b;
+}
+}  // namespace
+
+TEST_CASE("random: dropout_mask is [uniform >= p] / (1 - p), fast == reference bit for bit") {
+  const uint64_t seed = 17;
+  for (DType dt : {DType::f32, DType::f64}) {
+    // p = the float of one draw: that element's float draw equals float(p) and must be kept,
+    // which a threshold taken in double (u >= p) gets wrong when the draw rounds up.
+    Buf u64 = draw(cpu::uniform, 64, DType::f64, seed, 3);
+    const double p_edge = double(float(u64.ptr<double>()[7]));
+    for (double p : {0.1, 0.5, 1e-12, 0.9999999, p_edge})
+      for (int64_t n : {1, 17, 4097, 100003}) {
+        CAPTURE(p);
+        CAPTURE(n);
+        Buf fast = mask_draw(cpu::dropout_mask, n, dt, p, seed, 3);
+        CHECK(same_bytes(fast, mask_draw(cpu::ref::dropout_mask, n, dt, p, seed, 3)));
+        Buf u = draw(cpu::uniform, n, dt, seed, 3);
+        const double scale = dt == DType::f32 ? double(float(1.0 / (1.0 - p))) : 1.0 / (1.0 - p);
+        const double pt = dt == DType::f32 ? double(float(p)) : p;
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; ++i) wrong += fast.at(i) != (u.at(i) >= pt ? scale : 0.0);
+        CHECK(wrong == 0);
+      }
+  }
+  // The edge element itself (f32): its draw equals float(p) exactly, so it is kept.
+  const double p_edge = double(float(draw(cpu::uniform, 8, DType::f64, seed, 3).ptr<double>()[7]));
+  CHECK(mask_draw(cpu::dropout_mask, 8, DType::f32, p_edge, seed, 3).at(7) > 0.0);
+  // About 1 - p of 1M elements are kept (standard error ~3e-4).
+  Buf m = mask_draw(cpu::dropout_mask, 1 << 20, DType::f32, 0.1, 5, 0);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < m.numel(); ++i) kept += m.at(i) != 0.0;
+  CHECK(std::abs(double(kept) / m.numel() - 0.9) < 2e-3);
+  Buf bad(Shape{4}, DType::f32);
+  CHECK_THROWS_AS(cpu::dropout_mask(bad.v, 1.0, 1, 0), graft::Error);
+  CHECK_THROWS_AS(cpu::ref::dropout_mask(bad.v, -0.1, 1, 0), graft::Error);
+}
+
+TEST_CASE("random: the kernel copy this CPU runs (AVX2 / AVX-512 Philox) == reference") {
+  // cpu_backend() is the best ISA copy (GRAFT_CPU_ISA picks another); offsets that cross a
+  // 2^32 boundary inside a SIMD block check the carry into the counter's high word.
+  const graft::Backend& be = graft::cpu_backend();
+  CAPTURE(graft::cpu_isa());
+  for (uint64_t offset : {uint64_t(0), (uint64_t(1) << 32) - 5, (uint64_t(7) << 32) - 100})
+    for (int64_t n : {1, 16, 37, 100003}) {
+      CAPTURE(offset);
+      CAPTURE(n);
+      for (DType dt : {DType::f32, DType::f64}) {
+        CHECK(same_bytes(draw(be.uniform, n, dt, 99, offset), draw(cpu::ref::uniform, n, dt, 99, offset)));
+        CHECK(same_bytes(draw(be.normal, n, dt, 99, offset), draw(cpu::ref::normal, n, dt, 99, offset)));
+        CHECK(same_bytes(mask_draw(be.dropout_mask, n, dt, 0.25, 99, offset),
+                         mask_draw(cpu::ref::dropout_mask, n, dt, 0.25, 99, offset)));
+      }
+    }
 }
