@@ -3,7 +3,8 @@
 // per line:
 //   {"name": "elementwise_add", "value": GB/s, "unit": "GB/s", "reference": memcpy GB/s,
 //    "ratio": value / reference, "threads": n}
-// Bytes count reads + writes: add/mul move 3 arrays (2 read, 1 written), gelu and memcpy 2.
+// Bytes count reads + writes: add/mul move 3 arrays (2 read, 1 written), gelu and memcpy 2,
+// the random fills (uniform; dropout's mask, p = 0.1) 1: their cost is the Philox arithmetic.
 // The memcpy reference copies one 16M-float array (split across the same threads). Each
 // figure is the median of 15 rounds.
 #include <omp.h>
@@ -83,11 +84,15 @@ int main() {
         [&] { cpu_backend().binary(BinaryOp::add, va, vb, vo); },
         [&] { cpu_backend().binary(BinaryOp::mul, va, vb, vo); },
         [&] { cpu_backend().unary(UnaryOp::gelu, 0.0, va, vo); },
+        [&] { cpu_backend().uniform(vo, 7, 0); },
+        [&] { cpu_backend().dropout_mask(vo, 0.1, 7, 0); },
     });
     const double ref = 2 * gb / t[0];
     emit_gbps("elementwise_add", 3 * gb / t[1], ref, threads);
     emit_gbps("elementwise_mul", 3 * gb / t[2], ref, threads);
     emit_gbps("elementwise_gelu", 2 * gb / t[3], ref, threads);
+    emit_gbps("random_uniform", gb / t[4], ref, threads);
+    emit_gbps("random_dropout_mask", gb / t[5], ref, threads);
   }
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/context.h"
+#include "ops/cpu_blocks.h"
 #include "ops/error.h"
 #include "ops/random.h"
 
@@ -18,10 +19,10 @@ namespace graft {
 
 namespace {
 
-// Large tensors (the logits [B T, V] of the Transformer benchmark are 65 MB) lie above glibc's
-// mmap threshold, so each one would map fresh pages and fault them in on first touch, every
-// step: 11% of a training step's CPU time (bench_transformer, 1 thread). Served from the heap
-// instead, their pages are reused from step to step (peak RSS +3%).
+// Blocks of 1 MiB and more come from the cache of mapped blocks in ops/cpu_blocks.cpp. For the
+// rest (and for every block with GRAFT_BLOCK_CACHE=0), glibc's mmap threshold would map fresh
+// pages for each tensor above it and fault them in on first touch, every step: served from the
+// heap instead, their pages are reused from step to step.
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
 [[maybe_unused]] const bool g_heap_tuned = [] {
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
@@ -29,63 +30,6 @@ namespace {
   return true;
 }();
 #endif
-
-// A small per-thread cache of freed CPU blocks in power-of-two size classes (64 B .. 64 KiB),
-// so that the many tiny tensors of an eager graph do not pay malloc/memalign each time.
-// Disabled under AddressSanitizer so that use-after-free stays detectable.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kCacheBlocks = false;
-#else
-constexpr bool kCacheBlocks = true;
-#endif
-constexpr int kClasses = 11;  // 64 << 10 = 64 KiB
-constexpr int kMaxPerClass = 64;
-
-struct BlockCache {
-  std::vector<void*> free[kClasses];
-  ~BlockCache() {
-    for (auto& v : free)
-      for (void* p : v) std::free(p);
-  }
-};
-thread_local BlockCache t_cache __attribute__((tls_model("initial-exec")));
-
-int size_class(size_t n) {
-  int c = 0;
-  size_t s = 64;
-  while (s < n) s <<= 1, ++c;
-  return c;
-}
-
-void* cpu_alloc(size_t nbytes) {
-  int c = size_class(nbytes);
-  if (kCacheBlocks && c < kClasses) {
-    auto& v = t_cache.free[c];
-    if (!v.empty()) {
-      void* p = v.back();
-      v.pop_back();
-      return p;
-    }
-    void* p = std::aligned_alloc(64, size_t(64) << c);
-    if (!p) throw std::bad_alloc();
-    return p;
-  }
-  void* p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-
-void cpu_free(void* p, size_t nbytes) {
-  int c = size_class(nbytes);
-  if (kCacheBlocks && c < kClasses && t_cache.free[c].size() < kMaxPerClass) {
-    try {  // the cache's own growth may fail when memory is short: then free the block
-      t_cache.free[c].push_back(p);
-      return;
-    } catch (const std::bad_alloc&) {
-    }
-  }
-  std::free(p);
-}
 
 struct DeviceAllocator {
   void* (*alloc)(size_t, Device) = nullptr;
@@ -190,7 +134,7 @@ void Storage::allocate(const Shape* shape, DType dtype) {
                                format_bytes(double(held)), format_bytes(double(limit))));
     }
     try {
-      data_ = cpu_alloc(nbytes_ ? nbytes_ : 1);
+      data_ = detail::cpu_alloc(nbytes_ ? nbytes_ : 1);
     } catch (const std::bad_alloc&) {
       g_live_cpu_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
       throw refuse(fmt::format("out of memory (this machine has {}, {} of it free now); hint: "
@@ -214,7 +158,7 @@ void Storage::allocate(const Shape* shape, DType dtype) {
 Storage::~Storage() {
   if (device_.is_cpu()) {
     if (StorageObserver* o = ops_context().storage_observer) o->on_destroy(*this);
-    cpu_free(data_, nbytes_ ? nbytes_ : 1);
+    detail::cpu_free(data_, nbytes_ ? nbytes_ : 1);
     g_live_cpu_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
   }
   else if (g_opencl_alloc.del)

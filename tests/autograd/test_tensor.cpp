@@ -11,6 +11,7 @@
 #include <new>
 
 #include "autograd/functions.h"
+#include "ops/cpu_blocks.h"
 #include "ops/storage.h"
 #include "tests/error_of.h"
 
@@ -215,7 +216,9 @@ TEST_CASE("storage: tensors that fit one by one but not together are refused") {
 
 TEST_CASE("storage: an allocator out of memory becomes graft::Error, not std::bad_alloc") {
   // Lower this process's address-space limit so that a 2 GiB tensor (less than the machine's
-  // memory, so the size check lets it through) fails in the allocator, then restore it.
+  // memory, so the size check lets it through) fails in the allocator, then restore it. Cached
+  // blocks are given back first: the allocator would unmap them and succeed.
+  graft::detail::release_cached_blocks();
   rlimit old{};
   REQUIRE(getrlimit(RLIMIT_AS, &old) == 0);
   std::ifstream statm("/proc/self/statm");

@@ -158,6 +158,8 @@ assert b["hypotheses"] == 5 and abs(b["bleu"] - r["test_bleu_greedy"]) < 1e-9, (
 printf 'the cat sat on the mat\nA dog ran\n' >"$d/refs.txt"
 "$G" bleu "$d/refs.txt" "$d/refs.txt" >"$d/out"
 grep -q '"bleu":100.0' "$d/out"
+# ... and against lowercased references "A dog ran" no longer matches itself
+if grep -q '"bleu_lowercased_references":100.0' "$d/out"; then echo "bleu: lowercased references unchanged" >&2; exit 1; fi
 if "$G" bleu "$d/refs.txt" "$d/tsv5/test_greedy.txt.none" >"$d/out" 2>&1; then echo "bleu of a missing file passed" >&2; exit 1; fi
 head -n 1 "$d/refs.txt" >"$d/ref1.txt"
 if "$G" bleu "$d/refs.txt" "$d/ref1.txt" >"$d/out" 2>&1; then echo "bleu with too few references passed" >&2; exit 1; fi
