@@ -145,15 +145,22 @@ Buf mask_draw(MaskFn fn, int64_t n, DType dt, double p, uint64_t seed, uint64_t 
   fn(b.v, p, seed, offset);
   return b;
 }
+// p = the float of a draw that rounds up to float: that element's float draw equals float(p)
+// and must be kept, which a threshold taken in double (u >= p) gets wrong.
+double edge_p(uint64_t seed, uint64_t offset) {
+  Buf u = draw(cpu::uniform, 64, DType::f64, seed, offset);
+  for (int64_t i = 0; i < 64; ++i) {
+    const double d = u.ptr<double>()[i];
+    if (double(float(d)) > d) return double(float(d));
+  }
+  return 0.5;  // (64 draws that all round down: not for this seed)
+}
 }  // namespace
 
 TEST_CASE("random: dropout_mask is [uniform >= p] / (1 - p), fast == reference bit for bit") {
   const uint64_t seed = 17;
   for (DType dt : {DType::f32, DType::f64}) {
-    // p = the float of one draw: that element's float draw equals float(p) and must be kept,
-    // which a threshold taken in double (u >= p) gets wrong when the draw rounds up.
-    Buf u64 = draw(cpu::uniform, 64, DType::f64, seed, 3);
-    const double p_edge = double(float(u64.ptr<double>()[7]));
+    const double p_edge = edge_p(seed, 3);
     for (double p : {0.1, 0.5, 1e-12, 0.9999999, p_edge})
       for (int64_t n : {1, 17, 4097, 100003}) {
         CAPTURE(p);
@@ -168,9 +175,16 @@ TEST_CASE("random: dropout_mask is [uniform >= p] / (1 - p), fast == reference b
         CHECK(wrong == 0);
       }
   }
-  // The edge element itself (f32): its draw equals float(p) exactly, so it is kept.
-  const double p_edge = double(float(draw(cpu::uniform, 8, DType::f64, seed, 3).ptr<double>()[7]));
-  CHECK(mask_draw(cpu::dropout_mask, 8, DType::f32, p_edge, seed, 3).at(7) > 0.0);
+  // The edge element itself (f32): its float draw equals float(p), so it is kept, though its
+  // double draw is below p.
+  const double p_edge = edge_p(seed, 3);
+  Buf u64 = draw(cpu::uniform, 64, DType::f64, seed, 3);
+  int64_t edge = 0;
+  while (edge < 64 && double(float(u64.ptr<double>()[edge])) != p_edge) ++edge;
+  REQUIRE(edge < 64);
+  CHECK(u64.ptr<double>()[edge] < p_edge);
+  CHECK(mask_draw(cpu::dropout_mask, 64, DType::f32, p_edge, seed, 3).at(edge) > 0.0);
+  CHECK(mask_draw(cpu::ref::dropout_mask, 64, DType::f32, p_edge, seed, 3).at(edge) > 0.0);
   // About 1 - p of 1M elements are kept (standard error ~3e-4).
   Buf m = mask_draw(cpu::dropout_mask, 1 << 20, DType::f32, 0.1, 5, 0);
   int64_t kept = 0;
