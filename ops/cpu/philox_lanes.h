@@ -15,67 +15,68 @@ namespace philox_detail {
 inline constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;  // round multipliers
 inline constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;  // key schedule (Weyl) steps
 
+// One vector of 32-bit counter words per ISA: Vec, its lane count, and the few operations the
+// rounds need, so that the rounds below are written once.
 #if defined(__AVX512F__)
-// hi, lo = the 64-bit products a[l] * m split in 32-bit halves, for 16 lanes. vpmuludq
-// multiplies the even 32-bit lanes; the odd lanes are shifted down and multiplied likewise.
-inline void mul_hi_lo(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
-  const __m512i even = _mm512_mul_epu32(a, m), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+using Vec = __m512i;
+inline constexpr int64_t kVecLanes = 16;
+inline Vec vxor(Vec a, Vec b) { return _mm512_xor_si512(a, b); }
+inline Vec vset1(uint32_t x) { return _mm512_set1_epi32(int(x)); }
+inline Vec vmultiplier(uint32_t m) { return _mm512_set1_epi64(m); }  // m in each even lane
+inline void vstore(uint32_t* w, Vec v) { _mm512_storeu_si512(w, v); }
+// hi, lo = the 64-bit products a[l] * m split in 32-bit halves. vpmuludq multiplies the even
+// 32-bit lanes; the odd lanes are shifted down and multiplied likewise.
+inline void mul_hi_lo(Vec a, Vec m, Vec& hi, Vec& lo) {
+  const Vec even = _mm512_mul_epu32(a, m), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
   lo = _mm512_mask_blend_epi32(__mmask16(0xAAAA), even, _mm512_slli_epi64(odd, 32));
   hi = _mm512_mask_blend_epi32(__mmask16(0xAAAA), _mm512_srli_epi64(even, 32), odd);
 }
-// The ten rounds on 16 counters counter0 + [0, 16).
-inline void block16(uint64_t counter0, uint64_t key, uint32_t* w0, uint32_t* w1) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i base = _mm512_set1_epi32(int(uint32_t(counter0)));
-  const __m512i high = _mm512_set1_epi32(int(uint32_t(counter0 >> 32)));
-  __m512i c0 = _mm512_add_epi32(base, lane);
+// c0, c1 = the low and high words of counter0 + l for the 16 lanes l.
+inline void counters(uint64_t counter0, Vec& c0, Vec& c1) {
+  const Vec lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const Vec base = vset1(uint32_t(counter0)), high = vset1(uint32_t(counter0 >> 32));
+  c0 = _mm512_add_epi32(base, lane);
   // The high word carries where the low word wrapped past 2^32.
   const __mmask16 wrapped = _mm512_cmplt_epu32_mask(c0, base);
-  __m512i c1 = _mm512_mask_add_epi32(high, wrapped, high, _mm512_set1_epi32(1));
-  __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
-  const __m512i m0 = _mm512_set1_epi64(kM0), m1 = _mm512_set1_epi64(kM1);
-  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
-  for (int round = 0; round < 10; ++round) {
-    __m512i hi0, lo0, hi1, lo1;
-    mul_hi_lo(c0, m0, hi0, lo0);
-    mul_hi_lo(c2, m1, hi1, lo1);
-    const __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(int(k0)));
-    const __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(int(k1)));
-    c1 = lo1;
-    c3 = lo0;
-    c0 = n0;
-    c2 = n2;
-    k0 += kW0;
-    k1 += kW1;
-  }
-  _mm512_storeu_si512(w0, c0);
-  _mm512_storeu_si512(w1, c1);
+  c1 = _mm512_mask_add_epi32(high, wrapped, high, vset1(1));
 }
 #elif defined(__AVX2__)
-inline void mul_hi_lo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
-  const __m256i even = _mm256_mul_epu32(a, m), odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+using Vec = __m256i;
+inline constexpr int64_t kVecLanes = 8;
+inline Vec vxor(Vec a, Vec b) { return _mm256_xor_si256(a, b); }
+inline Vec vset1(uint32_t x) { return _mm256_set1_epi32(int(x)); }
+inline Vec vmultiplier(uint32_t m) { return _mm256_set1_epi64x(m); }
+inline void vstore(uint32_t* w, Vec v) { _mm256_storeu_si256(reinterpret_cast<Vec*>(w), v); }
+inline void mul_hi_lo(Vec a, Vec m, Vec& hi, Vec& lo) {
+  const Vec even = _mm256_mul_epu32(a, m), odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
   lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
   hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
 }
-// The ten rounds on 8 counters counter0 + [0, 8).
-inline void block8(uint64_t counter0, uint64_t key, uint32_t* w0, uint32_t* w1) {
+inline void counters(uint64_t counter0, Vec& c0, Vec& c1) {
   alignas(32) uint32_t lo[8], hi[8];
   for (int l = 0; l < 8; ++l) {
     const uint64_t c = counter0 + uint64_t(l);
     lo[l] = uint32_t(c);
     hi[l] = uint32_t(c >> 32);
   }
-  __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
-  __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
-  __m256i c2 = _mm256_setzero_si256(), c3 = _mm256_setzero_si256();
-  const __m256i m0 = _mm256_set1_epi64x(kM0), m1 = _mm256_set1_epi64x(kM1);
+  c0 = _mm256_load_si256(reinterpret_cast<const Vec*>(lo));
+  c1 = _mm256_load_si256(reinterpret_cast<const Vec*>(hi));
+}
+#endif
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+// The ten rounds on kVecLanes counters counter0 + [0, kVecLanes).
+inline void block(uint64_t counter0, uint64_t key, uint32_t* w0, uint32_t* w1) {
+  Vec c0, c1;
+  counters(counter0, c0, c1);
+  Vec c2 = vset1(0), c3 = vset1(0);
+  const Vec m0 = vmultiplier(kM0), m1 = vmultiplier(kM1);
   uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
   for (int round = 0; round < 10; ++round) {
-    __m256i hi0, lo0, hi1, lo1;
+    Vec hi0, lo0, hi1, lo1;
     mul_hi_lo(c0, m0, hi0, lo0);
     mul_hi_lo(c2, m1, hi1, lo1);
-    const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(int(k0)));
-    const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(int(k1)));
+    const Vec n0 = vxor(vxor(hi1, c1), vset1(k0)), n2 = vxor(vxor(hi0, c3), vset1(k1));
     c1 = lo1;
     c3 = lo0;
     c0 = n0;
@@ -83,8 +84,8 @@ inline void block8(uint64_t counter0, uint64_t key, uint32_t* w0, uint32_t* w1) 
     k0 += kW0;
     k1 += kW1;
   }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w0), c0);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w1), c1);
+  vstore(w0, c0);
+  vstore(w1, c1);
 }
 #endif
 }  // namespace philox_detail
@@ -97,14 +98,9 @@ inline void block8(uint64_t counter0, uint64_t key, uint32_t* w0, uint32_t* w1) 
 template <int64_t N>
 inline void philox_lanes(uint64_t counter0, uint64_t key, int64_t n, uint32_t* w0, uint32_t* w1) {
   using namespace philox_detail;
-#if defined(__AVX512F__)
-  if constexpr (N % 16 == 0) {
-    for (int64_t l = 0; l < n; l += 16) block16(counter0 + uint64_t(l), key, w0 + l, w1 + l);
-    return;
-  }
-#elif defined(__AVX2__)
-  if constexpr (N % 8 == 0) {
-    for (int64_t l = 0; l < n; l += 8) block8(counter0 + uint64_t(l), key, w0 + l, w1 + l);
+#if defined(__AVX512F__) || defined(__AVX2__)
+  if constexpr (N % kVecLanes == 0) {
+    for (int64_t l = 0; l < n; l += kVecLanes) block(counter0 + uint64_t(l), key, w0 + l, w1 + l);
     return;
   }
 #endif
