@@ -82,9 +82,10 @@ int run_bleu(const BleuArgs& a) {
   }
   nlohmann::ordered_json out;
   out["hypotheses"] = hyps.size();
-  out["bleu"] = data::corpus_bleu(hyps, plain).score;
+  const data::BleuScore s = data::corpus_bleu(hyps, plain);
+  out["bleu"] = s.score;
   out["bleu_lowercased_references"] = data::corpus_bleu(hyps, lower).score;
-  out["detail"] = score_json(data::corpus_bleu(hyps, plain));
+  out["detail"] = score_json(s);
   fmt::print("{}\n", out.dump());
   return 0;
 }
