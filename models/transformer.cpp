@@ -36,6 +36,7 @@ const std::vector<OptionField<TransformerOptions>>& option_fields() {
       {"tie_output", &O::tie_output},
       {"learned_positions", &O::learned_positions},
       {"max_len", &O::max_len, 2, kMaxJsonPositions},
+      {"init", &O::init},
   };
   return f;
 }
@@ -81,6 +82,8 @@ Transformer::Transformer(TransformerOptions o) : options(std::move(o)) {
               "got {} and {}",
               op.src_vocab, op.tgt_vocab);
   GRAFT_CHECK(op.max_len > 0, "Transformer: max_len must be positive, got {}", op.max_len);
+  GRAFT_CHECK(op.init == "layers" || op.init == "xavier",
+              "Transformer: init must be \"layers\" or \"xavier\", got \"{}\"", op.init);
   {  // weights: attention 4 C^2 per block (8 in a decoder layer), feed-forward 2 C F, tables V C
     const double C = double(op.d_model), F = double(op.dim_feedforward);
     const double vocab = double(op.src_vocab) + (op.share_embeddings ? 0.0 : double(op.tgt_vocab)) +
@@ -110,6 +113,10 @@ Transformer::Transformer(TransformerOptions o) : options(std::move(o)) {
   const nn::TransformerLayerOptions lo = layer_options(op);
   encoder = register_module("encoder", std::make_shared<nn::TransformerEncoder>(lo, op.num_encoder_layers));
   decoder_stack = register_module("decoder", std::make_shared<nn::TransformerDecoder>(lo, op.num_decoder_layers));
+  if (op.init == "xavier")  // every stack matrix; biases and LayerNorms keep the layers' values
+    for (const auto& stack : {encoder->named_parameters(), decoder_stack->named_parameters()})
+      for (const auto& [name, p] : stack)
+        if (p.dim() > 1) nn::init::xavier_uniform_(p);
   if (!op.tie_output)
     generator = register_module("generator", std::make_shared<nn::Linear>(op.d_model, op.tgt_vocab, false));
 }

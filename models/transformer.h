@@ -47,6 +47,10 @@ struct TransformerOptions {
   bool tie_output = true;         // logits use the target embedding matrix
   bool learned_positions = false;
   int64_t max_len = 512;
+  // "layers": each layer's own reset (Linear: Kaiming uniform; attention in-projections: Xavier),
+  // as torch.nn.TransformerEncoderLayer alone; "xavier": Xavier uniform on every matrix of both
+  // stacks, as torch.nn.Transformer resets them.
+  std::string init = "layers";
   std::string to_json() const;
   // graft::Error for bad JSON, unknown keys or wrong types.
   static TransformerOptions from_json(const std::string& text);

@@ -64,6 +64,7 @@ struct Args {
   int64_t max_train_len = 0;
   double length_penalty = 1.0;
   bool pre_norm = false;
+  std::string init = "layers";
 };
 
 // The run's config.json: the trainer flags and this command's, by long name (--config reads it
@@ -77,6 +78,7 @@ nlohmann::ordered_json transformer_config(const Args& a) {
   j["layers"] = a.layers;
   j["ffn"] = a.ffn;
   j["pre-norm"] = a.pre_norm;
+  j["init"] = a.init;
   j["label-smoothing"] = a.label_smoothing;
   j["target"] = a.target;
   j["beam"] = a.beam;
@@ -214,7 +216,8 @@ int train_transformer(const Args& a) {
                                 .num_encoder_layers = a.layers, .num_decoder_layers = a.layers,
                                 .dim_feedforward = a.ffn, .dropout = a.model.dropout,
                                 .norm_first = a.pre_norm, .share_embeddings = d.joint,
-                                .max_len = std::max(longest({&d.xs, &d.ys, &d.vx, &d.tx}), dopt.max_len) + 2};
+                                .max_len = std::max(longest({&d.xs, &d.ys, &d.vx, &d.tx}), dopt.max_len) + 2,
+                                .init = a.init};
   manual_seed(uint64_t(f.seed));
   models::Transformer model(mo);
   const Device dev = tools::train_device(f.device);
@@ -390,6 +393,7 @@ void register_transformer_commands(CLI::App& app, CLI::App& train, Commands& cmd
   add_transformer_flags(t, a->model);
   t->add_option("--label-smoothing", a->label_smoothing, "Label smoothing")->capture_default_str()->check(finite_in(0.0, 0.99));
   t->add_flag("--pre-norm", a->pre_norm, "Pre-norm layers (default: post-norm, as in the paper)");
+  t->add_option("--init", a->init, "Stack weights: layers (each layer's own reset) or xavier (Xavier uniform on every matrix, as torch.nn.Transformer)")->capture_default_str()->check(CLI::IsMember({"layers", "xavier"}));
   t->add_option("--train-size", a->data.train_size, "Training pairs (synthetic: generated; corpora: the first N)")->capture_default_str()->check(CLI::Range(int64_t(10), int64_t(100000000)));
   t->add_option("--target,--target-exact", a->target, "Stop once validation exact match reaches this (0 = off, needs --eval-every), e.g. 0.99")->capture_default_str()->check(finite_in(0.0, 1.0));
   t->add_option("--min-len", a->data.min_len, "copy/reverse/sort: shortest source")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(10000)));

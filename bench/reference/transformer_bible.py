@@ -16,8 +16,10 @@ h . E_tgt^T (tied output); label-smoothed cross-entropy averaged over target tok
 n w^-1.5); gradient norm clipped at 1. Batches: data::token_batches (shuffle, sort by cost =
 max(source, target + 1) within pools of about 50 batches, fill each batch while sentences x
 its widest cost <= --max-tokens, shuffle the batches), with Python's random draws.
-Initialisation of the attention and feed-forward weights is torch.nn.Transformer's (Xavier
-uniform), not graft's; everything else matches.
+--init picks the stack weights as graft's --init does: xavier (torch.nn.Transformer's reset:
+Xavier uniform on every matrix) or layers (each layer's own reset: nn.Linear's Kaiming uniform,
+MultiheadAttention's Xavier in-projection and zero biases), so both sides start from the same
+distributions; only the random streams differ.
 
   .venv-torch/bin/python bench/reference/transformer_bible.py --data datasets/bible-en-es \
       --vocab-from runs/tf-bible --steps 100 --run-dir runs/torch-tf-bible
@@ -85,7 +87,7 @@ def sinusoids(n, C):
 
 
 class Model(nn.Module):
-    def __init__(self, Vs, Vt, C, H, L, Fd, p, max_len):
+    def __init__(self, Vs, Vt, C, H, L, Fd, p, max_len, init):
         super().__init__()
         self.C = C
         self.src_embed = nn.Embedding(Vs, C, padding_idx=PAD)
@@ -97,6 +99,13 @@ class Model(nn.Module):
         self.register_buffer("pe", sinusoids(max_len, C))
         self.drop = nn.Dropout(p)
         self.core = nn.Transformer(C, H, L, L, Fd, p, batch_first=True, norm_first=True)
+        if init == "layers":  # undo nn.Transformer's Xavier reset: each layer's own initialisation
+            for m in self.core.modules():
+                if isinstance(m, nn.Linear):
+                    m.reset_parameters()
+            for m in self.core.modules():
+                if isinstance(m, nn.MultiheadAttention):
+                    m._reset_parameters()  # Xavier in_proj, zero in_proj and out_proj biases
 
     def embed(self, table, ids):  # [B, L] -> [B, L, C]
         return self.drop(table(ids) * math.sqrt(self.C) + self.pe[: ids.size(1)])
@@ -165,6 +174,7 @@ def main():
     p.add_argument("--vocab-from", required=True, help="a graft run directory with *_spm.model and *_vocab.txt")
     p.add_argument("--train-size", type=int, default=0, help="first N training pairs (0: all)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--init", choices=("xavier", "layers"), default="xavier", help="stack weights (graft's --init)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--d-model", type=int, default=256)
     p.add_argument("--heads", type=int, default=4)
@@ -195,7 +205,7 @@ def main():
     tx, ty = [src_side.encode(s) for s, _ in test], [tgt_side.encode(t) for _, t in test]
     max_out = 2 * max(len(y) for y in dy + ty) + 10  # graft's default --max-out
     max_len = max([len(s) + 2 for s in xs + ys + dx + tx] + [max_out + 2])
-    model = Model(src_side.size, tgt_side.size, a.d_model, a.heads, a.layers, a.ffn, a.dropout, max_len)
+    model = Model(src_side.size, tgt_side.size, a.d_model, a.heads, a.layers, a.ffn, a.dropout, max_len, a.init)
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     C, w = a.d_model, a.warmup
     sched = torch.optim.lr_scheduler.LambdaLR(

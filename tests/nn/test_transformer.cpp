@@ -527,3 +527,32 @@ TEST_CASE("a tiny encoder-decoder learns to reverse strings in seconds") {
   CHECK(w.shape() == Shape{int64_t(hyps[0].tokens.size()) + 1, int64_t(srcs[0].size())});
   CHECK(max_diff(sum(w, {-1}), ones({w.size(0)})) < 1e-5);
 }
+
+TEST_CASE("Transformer init: layers keeps each layer's reset, xavier resets every stack matrix") {
+  // std of U(-b, b) is b / sqrt(3): Kaiming (a = sqrt 5) b = 1/sqrt(fan_in); Xavier
+  // b = sqrt(6 / (fan_in + fan_out)).
+  const int64_t C = 64, F = 256;
+  auto spread = [&](const std::string& init, const std::string& name) {
+    manual_seed(3);
+    models::Transformer tr({.src_vocab = 10, .tgt_vocab = 10, .d_model = C, .nhead = 2,
+                            .num_encoder_layers = 1, .num_decoder_layers = 1, .dim_feedforward = F,
+                            .init = init});
+    for (const auto& [n, p] : tr.named_parameters())
+      if (n == name) return std::sqrt(mean(p * p).item<double>());
+    FAIL("no parameter " << name);
+    return 0.0;
+  };
+  const double kaiming2 = 1.0 / std::sqrt(3.0 * F), xavier2 = std::sqrt(2.0 / double(C + F));
+  CHECK(spread("layers", "encoder.layers.0.linear2.weight") == doctest::Approx(kaiming2).epsilon(0.05));
+  CHECK(spread("xavier", "encoder.layers.0.linear2.weight") == doctest::Approx(xavier2).epsilon(0.05));
+  CHECK(spread("xavier", "decoder.layers.0.multihead_attn.out_proj.weight") ==
+        doctest::Approx(std::sqrt(1.0 / double(C))).epsilon(0.05));
+  CHECK(spread("layers", "decoder.layers.0.multihead_attn.out_proj.weight") ==
+        doctest::Approx(1.0 / std::sqrt(3.0 * C)).epsilon(0.05));
+  CHECK(spread("xavier", "encoder.layers.0.norm1.weight") == doctest::Approx(1.0));  // untouched
+  CHECK_THROWS_WITH_AS(models::Transformer({.src_vocab = 10, .tgt_vocab = 10, .d_model = 8,
+                                            .nhead = 2, .init = "he"}),
+                       doctest::Contains("init must be \"layers\" or \"xavier\""), graft::Error);
+  models::TransformerOptions o{.src_vocab = 10, .tgt_vocab = 10, .init = "xavier"};
+  CHECK(models::TransformerOptions::from_json(o.to_json()).init == "xavier");
+}

@@ -88,6 +88,24 @@ test -s "$d/h.png"
 grep -q '"test_accuracy"' "$d/out"
 "$G" train transformer --task reverse --steps 10 --d-model 16 --heads 2 --layers 1 --ffn 32 \
   --train-size 200 --test-size 20 >"$d/out" 2>&1
+# --init reaches the model: the saved options name it and the weights differ from the default's
+"$G" train transformer --task reverse --steps 1 --d-model 16 --heads 2 --layers 1 --ffn 32 \
+  --train-size 200 --test-size 2 --init xavier --run-dir "$d/tf-xavier" >"$d/out" 2>&1
+"$G" train transformer --task reverse --steps 1 --d-model 16 --heads 2 --layers 1 --ffn 32 \
+  --train-size 200 --test-size 2 --run-dir "$d/tf-layers" >"$d/out" 2>&1
+grep -q '"init": "xavier"' "$d/tf-xavier/config.json"
+python3 - "$d/tf-xavier/model.safetensors" "$d/tf-layers/model.safetensors" <<'PY'
+import json, struct, sys
+def tensor(path, name):  # safetensors: u64 header length, JSON header, raw data
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+        a, b = h[name]["data_offsets"]
+        f.seek(8 + n + a)
+        return f.read(b - a)
+w = "encoder.layers.0.linear2.weight"
+sys.exit(f"--init xavier left {w} as the default init made it" if tensor(sys.argv[1], w) == tensor(sys.argv[2], w) else 0)
+PY
 "$G" train gpt --steps 10 --d-model 16 --heads 2 --layers 1 --ffn 32 >"$d/out" 2>&1
 # transformer with nn::Trainer: a run cut at step 6 and resumed logs the same 12 losses as an
 # uninterrupted run; translate reads the run directory and draws a cross-attention head
@@ -287,6 +305,7 @@ for bad in "train seq2seq --attention nonsense" "train abcnn --variant 7" \
            "train gpt --batch 5 --grad-accumulation 2" "train mlp --patience 2 --eval-every 0" \
            "train mlp --resume --overwrite" "train transformer --resume" \
            "train transformer --steps 0" "train transformer --task nonsense" "train gpt --context 0" \
+           "train transformer --init kaiming" \
            "compile-info --tile-bytes -1" \
            "train bert-pretrain --steps 0" "train bert-finetune --task nonsense"; do
   rc=0
