@@ -35,6 +35,10 @@ class IncrementalDecoder {
   virtual Tensor step(const Tensor& prev) = 0;
   // New rows: row i becomes old row index[i] (int64 [N']).
   virtual void reorder(const Tensor& index) = 0;
+  // Beam search's per-step reorder: the same N rows, each index[i] inside row i's sentence
+  // (rows b*K .. b*K+K-1), so state that is one copy per sentence (the encoder memory, the
+  // cross-attention keys) may stay where it is. The default reorders everything.
+  virtual void reorder_beams(const Tensor& index) { reorder(index); }
 };
 
 // The longest decode max_len may ask for (graft::Error beyond): a model that never emits
@@ -55,8 +59,8 @@ struct Hypothesis {
   bool finished = false;        // ended with <eos> (false: stopped at max_len)
 };
 
-// The arg-max token at every step until <eos> or max_len; rows that finished keep being fed
-// <eos> (their outputs are ignored). Stops early once every row has finished.
+// The arg-max token at every step until <eos> or max_len. Stops early once every row has
+// finished.
 std::vector<Hypothesis> greedy_decode(IncrementalDecoder& dec, int64_t batch,
                                       const DecodeOptions& opt);
 
@@ -65,6 +69,8 @@ std::vector<Hypothesis> greedy_decode(IncrementalDecoder& dec, int64_t batch,
 // moved to the sentence's finished list. A sentence is done when it has `beam` finished
 // hypotheses or max_len is reached (live ones then count as unfinished candidates). Returns
 // the best by score per sentence. With beam = 1 it returns exactly greedy_decode's tokens.
+// Both searches drop the rows of finished sentences from the decoder (reorder with fewer rows)
+// once a quarter of the rows are no longer needed.
 std::vector<Hypothesis> beam_search(IncrementalDecoder& dec, int64_t batch,
                                     const DecodeOptions& opt);
 

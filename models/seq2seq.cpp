@@ -343,6 +343,14 @@ class Seq2SeqDecoder : public IncrementalDecoder {
     for (size_t i = 0; i < idx.size(); ++i) nl[i] = lens[size_t(idx[i])];
     mem_.lengths = from_vector(nl, {int64_t(nl.size())});
     mem_.key_padding_mask = data::padding_mask(mem_.lengths, mem_.keys.size(1)).to(mem_.keys.device());
+    reorder_beams(index);
+  }
+  // the memory (keys, their projection, lengths) is the same in all rows of a sentence
+  void reorder_beams(const Tensor& index) override {
+    NoGradGuard ng;
+    auto sel = [&](Tensor& t) {
+      if (t.defined()) t = index_select(t, 0, index);
+    };
     for (auto& s : st_.layers) {
       sel(s.h);
       sel(s.c);

@@ -213,11 +213,14 @@ class TransformerDecoder final : public IncrementalDecoder {
     NoGradGuard ng;
     memory_ = index_select(memory_, 0, index);
     if (pad_.defined()) pad_ = index_select(pad_.to(DType::i64), 0, index).to(DType::b8);
+    for (nn::DecoderLayerCache& l : cache_.layers) l.cross_attn.reorder(index);
+    reorder_beams(index);
+  }
+  // memory, padding and cross-attention keys are the same in all rows of a sentence
+  void reorder_beams(const Tensor& index) override {
+    NoGradGuard ng;
     if (prefix_.defined()) prefix_ = index_select(prefix_, 0, index);
-    for (nn::DecoderLayerCache& l : cache_.layers) {
-      l.self_attn.reorder(index);
-      l.cross_attn.reorder(index);
-    }
+    for (nn::DecoderLayerCache& l : cache_.layers) l.self_attn.reorder(index);
   }
 
  private:

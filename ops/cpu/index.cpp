@@ -3,8 +3,9 @@
 // The fast kernels view every tensor as [P, S, Q] around the indexed dim: P = product of the
 // dims before it, S = its size, Q = product of the dims after it (one contiguous "row" of Q
 // elements per (p, s)). With contiguous tensors a selected row is one memcpy / one vector add.
-// Anything else (strided views, gather/scatter with a src larger than index) goes to the
-// reference kernels, which handle any strides.
+// index_select also copies strided views whose inner dims are unit-stride runs (a KV cache's
+// narrowed buffer) one memcpy per run. Anything else (other strided views, gather/scatter with
+// a src larger than index) goes to the reference kernels, which handle any strides.
 //
 // Determinism: index_add / scatter_add accumulate duplicates in the order of the index, and
 // the parallel versions only split the work over P and over column chunks of Q, so every
@@ -299,14 +300,53 @@ void scatter_add_rows(T* d, const int64_t* idx, const T* s, PSQ ix, int64_t S) {
   });
 }
 
+// index_select between strided views whose innermost dims (after `dim`) are unit-stride runs
+// in both tensors, e.g. a KV cache's first S positions of a [B, H, capacity, Dh] buffer: one
+// memcpy per run of the selected slices. False (nothing written) when the runs would be shorter
+// than kMinRun elements; the reference kernel then walks element by element.
+bool index_select_runs(const TensorView& src, int dim, const TensorView& index,
+                       const TensorView& out) {
+  constexpr int64_t kMinRun = 16;
+  const int R = src.rank();
+  if (dim == R - 1 || src.strides[R - 1] != 1 || out.strides[R - 1] != 1) return false;
+  int64_t run = src.shape[R - 1];
+  int first = R - 1;  // dims [first, R) form one run
+  while (first - 1 > dim && src.strides[first - 1] == run && out.strides[first - 1] == run)
+    run *= src.shape[--first];
+  if (run < kMinRun) return false;
+  std::vector<int64_t> packed;
+  const int64_t* idx = contiguous_index(index, packed);
+  check_indices("index_select", idx, index.numel(), dim, src.shape[dim]);
+  const Shape& os = out.shape;  // the runs are indexed by out's coordinates in dims [0, first)
+  int64_t runs = 1;
+  for (int d = 0; d < first; ++d) runs *= os[d];
+  const size_t esize = dtype_size(src.dtype), run_bytes = size_t(run) * esize;
+  const auto* s = static_cast<const std::byte*>(src.data);
+  auto* o = static_cast<std::byte*>(out.data);
+#pragma omp parallel for schedule(static) if (runs * run >= kParallelGrain)
+  for (int64_t r = 0; r < runs; ++r) {
+    int64_t rest = r, so = 0, oo = 0;
+    for (int d = first - 1; d >= 0; --d) {
+      const int64_t c = rest % os[d];
+      rest /= os[d];
+      so += (d == dim ? idx[c] : c) * src.strides[d];
+      oo += c * out.strides[d];
+    }
+    std::memcpy(o + oo * int64_t(esize), s + so * int64_t(esize), run_bytes);
+  }
+  return true;
+}
+
 }  // namespace
 
 void index_select(const TensorView& src_, int dim, const TensorView& index,
                   const TensorView& out_) {
   const SelectViews v = checked_select("index_select", src_, dim, index, out_, "src", "out");
   const TensorView &src = v.full, &out = v.sel;
-  if (!src.is_contiguous() || !out.is_contiguous())
+  if (!src.is_contiguous() || !out.is_contiguous()) {
+    if (index_select_runs(src, dim, index, out)) return;
     return ref::index_select(src_, dim, index, out_);
+  }
   // src [P, S, Q] -> out [P, K, Q]
   const PSQ sv = split_at(src.shape, dim);
   const int64_t P = sv.P, S = sv.S, K = index.numel();

@@ -146,6 +146,95 @@ TEST_CASE("beam search beats greedy on a crafted decoder, batched over sentences
   CHECK(normalized_score(-4.0, 4, 0.0) == doctest::Approx(-4.0));
 }
 
+namespace {
+// Sentence s says token 4 + s % 3 for 1 + (5 s) % 7 steps, then <eos>; token 9 is always a worse
+// second choice, so beams differ. The sentence id is per-sentence state (like an encoder
+// memory): only reorder() moves it, and reorder_beams() checks that it was given an index that
+// stays inside each sentence's K rows. The prefix is per-row state: both move it.
+class LengthDecoder : public IncrementalDecoder {
+ public:
+  LengthDecoder(std::vector<int64_t> sentences, int64_t K) : sentence_(std::move(sentences)), K_(K) {
+    prefix_.resize(sentence_.size());
+  }
+  static int64_t token(int64_t s) { return 4 + s % 3; }
+  static int64_t length(int64_t s) { return 1 + (5 * s) % 7; }
+  Tensor step(const Tensor& prev) override {
+    const auto p = prev.to_vector<int64_t>();
+    REQUIRE(p.size() == sentence_.size());
+    rows_seen.push_back(p.size());
+    std::vector<double> lp;
+    for (size_t r = 0; r < p.size(); ++r) {
+      if (p[r] != data::kBos) prefix_[r].push_back(p[r]);
+      std::vector<double> pr(10, 1e-4);
+      const int64_t s = sentence_[r];
+      const bool more = int64_t(prefix_[r].size()) < length(s);
+      pr[size_t(token(s))] = more ? .7 : .05;
+      pr[9] = more ? .2 : .04;
+      pr[data::kEos] = more ? .09 : .9;
+      for (double v : pr) lp.push_back(std::log(v));
+    }
+    return from_vector(lp, {int64_t(p.size()), 10}, DType::f64);
+  }
+  void reorder(const Tensor& index) override {
+    std::vector<int64_t> s;
+    std::vector<std::vector<int64_t>> pre;
+    for (int64_t i : index.to_vector<int64_t>()) {
+      s.push_back(sentence_[size_t(i)]);
+      pre.push_back(prefix_[size_t(i)]);
+    }
+    sentence_ = std::move(s);
+    prefix_ = std::move(pre);
+  }
+  void reorder_beams(const Tensor& index) override {
+    const auto idx = index.to_vector<int64_t>();
+    REQUIRE(idx.size() == prefix_.size());
+    std::vector<std::vector<int64_t>> pre;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      REQUIRE(idx[i] / K_ == int64_t(i) / K_);  // inside the sentence's rows
+      pre.push_back(prefix_[size_t(idx[i])]);
+    }
+    prefix_ = std::move(pre);
+  }
+  std::vector<size_t> rows_seen;  // rows fed at each step
+
+ private:
+  std::vector<int64_t> sentence_;
+  std::vector<std::vector<int64_t>> prefix_;
+  int64_t K_;
+};
+}  // namespace
+
+TEST_CASE("decoding drops finished sentences' rows and gives each sentence its own output") {
+  const int64_t B = 12;
+  std::vector<int64_t> ids(B);
+  for (int64_t b = 0; b < B; ++b) ids[size_t(b)] = b;
+  LengthDecoder g(ids, 1);
+  const auto greedy = greedy_decode(g, B, {.max_len = 20});
+  for (int64_t b = 0; b < B; ++b) {
+    INFO("sentence " << b);
+    CHECK(greedy[size_t(b)].tokens ==
+          std::vector<int64_t>(size_t(LengthDecoder::length(b)), LengthDecoder::token(b)));
+    CHECK(greedy[size_t(b)].finished);
+  }
+  CHECK(g.rows_seen.front() == size_t(B));
+  CHECK(g.rows_seen.back() < size_t(B) / 2);  // the long sentences ran on alone
+  for (int64_t K : {2, 3}) {
+    INFO("beam " << K);
+    LengthDecoder d(ids, K);
+    const auto beam = beam_search(d, B, {.beam = K, .max_len = 20, .length_penalty = 0});
+    CHECK(d.rows_seen.front() == size_t(B * K));
+    CHECK(d.rows_seen.back() < size_t(B * K) / 2);
+    for (int64_t b = 0; b < B; ++b) {  // alone == in the batch
+      INFO("sentence " << b);
+      LengthDecoder one({b}, K);
+      const auto alone = beam_search(one, 1, {.beam = K, .max_len = 20, .length_penalty = 0});
+      CHECK(beam[size_t(b)].tokens == alone[0].tokens);
+      CHECK(beam[size_t(b)].logp == doctest::Approx(alone[0].logp));
+      CHECK(beam[size_t(b)].logp >= greedy[size_t(b)].logp - 1e-12);
+    }
+  }
+}
+
 TEST_CASE("Seq2Seq: beam 1 equals greedy and padding does not change a sentence's output") {
   for (const std::string attn : {"none", "bahdanau", "general", "local-p"}) {
     INFO(attn);

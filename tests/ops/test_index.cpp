@@ -233,6 +233,46 @@ TEST_CASE("index_select: strided output") {
   }
 }
 
+TEST_CASE("index_select: narrowed views (a KV cache's first S positions) copy as runs") {
+  // src [4, 3, 6, 20] = the first 6 of 10 positions of a [4, 3, 10, 20] buffer; out likewise a
+  // narrowed buffer, or contiguous. The runs are [20] (src narrowed at dim 2) or [6, 20].
+  for (DType dt : {DType::f32, DType::f64, DType::i64}) {
+    for (int dim : {0, 1, 2}) {
+      Buf buf(Shape{4, 3, 10, 20}, dt);
+      buf.rand(-2, 2, 5);
+      TensorView src = buf.v;
+      src.shape = Shape{4, 3, 6, 20};
+      const Shape out_shape = with_dim(src.shape, dim, 7);
+      Strided idx = indices(Shape{7}, src.shape[dim], Layout::contiguous, 6);
+      Buf fast(out_shape, dt), ref(out_shape, dt);
+      cpu::index_select(src, dim, idx.v, fast.v);
+      cpu::ref::index_select(src, dim, idx.v, ref.v);
+      CHECK(same_bytes(fast, ref));
+      Shape wide = out_shape;  // a narrowed output too: only its first 6 positions of dim 2
+      wide[2] = dim == 2 ? 9 : 10;
+      Buf out_fast(wide, dt), out_ref(wide, dt);
+      out_fast.rand(0, 1, 7);
+      out_ref.rand(0, 1, 7);
+      TensorView of = out_fast.v, orf = out_ref.v;
+      of.shape = orf.shape = out_shape;
+      cpu::index_select(src, dim, idx.v, of);
+      cpu::ref::index_select(src, dim, idx.v, orf);
+      CHECK(same_bytes(out_fast, out_ref));  // the positions past the view stay untouched
+    }
+  }
+  // one value by hand: out[1, 2, 5, 19] = src[idx[1], 2, 5, 19] (dim 0)
+  Buf buf(Shape{4, 3, 10, 20}, DType::f32);
+  buf.rand(-2, 2, 8);
+  TensorView src = buf.v;
+  src.shape = Shape{4, 3, 6, 20};
+  Strided idx = indices(Shape{2}, 4, Layout::contiguous, 9);
+  Buf out(Shape{2, 3, 6, 20}, DType::f32);
+  cpu::index_select(src, 0, idx.v, out.v);
+  const int64_t k = idx.buf.ptr<int64_t>()[1];
+  CHECK(out.ptr<float>()[((1 * 3 + 2) * 6 + 5) * 20 + 19] ==
+        buf.ptr<float>()[((k * 3 + 2) * 10 + 5) * 20 + 19]);
+}
+
 TEST_CASE("index_add: fast == reference, duplicates accumulate") {
   const Case cases[] = {
       {{7, 5}, 0, 20},   {{7, 5}, 1, 12},       {{4, 6, 3}, 1, 30}, {{4, 6, 3}, 2, 7},
