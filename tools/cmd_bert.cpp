@@ -38,6 +38,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "data/bert_pretraining.h"
+#include "tools/bert_export.h"
 #include "data/english_text.h"
 #include "data/wordnet_lexnames.h"
 #include "data/wordpiece.h"
@@ -179,7 +180,7 @@ int64_t count_equal(const Tensor& logits, const std::vector<int64_t>& target) {
 struct PretrainArgs {
   TrainFlags train;  // --run-dir, --resume, --steps, --seed, ... (tools/train_flags.h)
   ArchArgs arch;
-  std::string corpus = "datasets/english-text/corpus.txt", vocab;
+  std::string corpus = "datasets/english-text/corpus.txt", vocab, export_dir;
   int64_t vocab_size = 8000, vocab_lines = 40000, max_bytes = 0;
   int64_t max_seq_len = 128, max_predictions = 20, dupe_factor = 1;
   int64_t batch = 32, warmup = -1, eval_examples = 512;
@@ -294,6 +295,20 @@ int run_pretrain(const PretrainArgs& a) {
   optim::AdamW opt(model.parameters(), {.lr = a.lr, .weight_decay = a.weight_decay});
   const int64_t warmup = a.warmup >= 0 ? a.warmup : a.train.steps / 10;
   optim::LinearWarmupDecay sched(opt, warmup, a.train.steps);
+  if (!a.export_dir.empty() && dist::is_main()) {
+    GRAFT_CHECK(!resuming, "train bert-pretrain: --export writes the initial weights, so it needs "
+                "a fresh run, not --resume");
+    const int64_t n = int64_t(ex.size()), epochs = (a.train.steps * a.batch + n - 1) / n;
+    std::vector<std::vector<int64_t>> orders;
+    for (int64_t e = 0; e < epochs; ++e) orders.push_back(epoch_rows(e * n, n, n, uint64_t(a.train.seed)));
+    nlohmann::ordered_json s;
+    s["steps"] = a.train.steps, s["batch"] = a.batch, s["lr"] = a.lr, s["warmup"] = warmup;
+    s["weight_decay"] = a.weight_decay, s["clip_grad_norm"] = a.train.clip_grad_norm;
+    s["seed"] = a.train.seed, s["max_seq_len"] = a.max_seq_len, s["pad_id"] = tok.pad_id();
+    s["eval_every"] = a.train.eval_every, s["adam_betas"] = {0.9, 0.999}, s["adam_eps"] = 1e-8;
+    export_pretraining(a.export_dir, ex, eval_ex, orders, tok, model, s);
+    fmt::print(stderr, "bert-pretrain: wrote {} (examples, batch order, initial weights)\n", a.export_dir);
+  }
 
   const int64_t micro = a.batch / a.train.grad_accumulation;
   nn::Trainer trainer(
@@ -572,6 +587,7 @@ void register_bert_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   c->add_option("--warmup", p->warmup, "Linear warmup steps (-1 = steps / 10), then linear decay to 0")->capture_default_str()->check(warmup);
   c->add_option("--weight-decay", p->weight_decay, "AdamW decoupled weight decay")->capture_default_str()->check(finite_in(0.0, 10.0));
   c->add_option("--eval-examples", p->eval_examples, "Held-out pairs (at most a tenth of all)")->capture_default_str()->check(count);
+  c->add_option("--export", p->export_dir, "Also write the run's examples, batch order and initial weights (HF names) to this new directory, for bench/reference/bert_pretrain_hf.py");
   add_train_flags(c, p->train,
                   {.steps = 1000, .eval_every = 100, .clip_grad_norm = 1.0, .run_dir = "out/bert-pretrain",
                    .eval_help = "held-out MLM/NSP loss and accuracy"},

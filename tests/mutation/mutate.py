@@ -162,6 +162,10 @@ class Tree:
             git("checkout", "--", rel, cwd=self.path)
 
 
+# The CLI smoke tests by their meson test name (tests/meson.build's cli_tests without extra args).
+CLI_SCRIPTS = {"cli": "cli_smoke.sh", "cli_json": "cli_json.sh", "cli_bert_abcnn": "cli_smoke_bert_abcnn.sh"}
+
+
 def parse_test(spec):
     """'test_nn:*safetensors*' -> ('test_nn', '*safetensors*'); 'cli' -> ('cli', None);
     'mpi2:test_dist:*Grad*' -> ('mpi2', 'test_dist:*Grad*') (the rest is a spec of its own)."""
@@ -171,8 +175,8 @@ def parse_test(spec):
 
 def test_command(tree, spec):
     exe, flt = parse_test(spec)
-    if exe == "cli":  # the CLI smoke test (tests/tools/cli_smoke.sh)
-        return ["sh", str(tree.path / "tests/tools/cli_smoke.sh"),
+    if exe in CLI_SCRIPTS:  # a CLI smoke test (tests/tools/*.sh, given the graft binary)
+        return ["sh", str(tree.path / "tests/tools" / CLI_SCRIPTS[exe]),
                 str(tree.build / "tools/graft")]
     if exe == "isa":  # the CPU kernel copies (tests/ops/cpu_isa_levels.sh)
         return ["sh", str(tree.path / "tests/ops/cpu_isa_levels.sh"), str(tree.build / "tools/graft"),
@@ -192,7 +196,7 @@ def test_targets(spec):
         return test_targets(flt)
     if exe == "isa":
         return ["tools/graft", "tests/test_graft"]
-    return ["tools/graft"] if exe == "cli" else [f"tests/{exe}"]
+    return ["tools/graft"] if exe in CLI_SCRIPTS else [f"tests/{exe}"]
 
 
 def env_for_tests():

@@ -74,6 +74,43 @@ done >"$d/corpus.txt"
 { cat "$d/corpus.txt"; printf 'Zebras eat quartz crystals.\n\nOther words here.\n'; } >"$d/corpus2.txt"
 BP="train bert-pretrain --vocab-size 120 --hidden 16 --layers 1 --heads 2 --ffn 32 --max-seq-len 24 --batch 4 --warmup 2"
 
+# --export: the examples (train + held out = all), epoch orders covering steps x batch, and the
+# initial weights as a complete HF directory that bert-finetune --init-hf loads; a non-empty
+# export directory is refused before anything is written, and so is --export with --resume
+# shellcheck disable=SC2086
+"$G" $BP --corpus "$d/corpus.txt" --steps 6 --eval-every 3 --export "$d/bx" --run-dir "$d/bxr" >"$d/out" 2>"$d/err" ||
+  { cat "$d/err" >&2; fail "bert-pretrain --export"; }
+python3 - "$d/bx" "$d/err" <<'PY' || fail "bert-pretrain --export: inconsistent files"
+import json, re, sys
+d = sys.argv[1]
+train = [json.loads(l) for l in open(f"{d}/train.jsonl")]
+held = [json.loads(l) for l in open(f"{d}/eval.jsonl")]
+epochs = [json.loads(l) for l in open(f"{d}/epochs.jsonl")]
+s = json.load(open(f"{d}/settings.json"))
+m = re.search(r"(\d+) training examples, (\d+) held out", open(sys.argv[2]).read())
+assert m and (len(train), len(held)) == (int(m[1]), int(m[2])), (len(train), len(held), m)
+assert all(sorted(e) == list(range(len(train))) for e in epochs)
+assert len(epochs) * len(train) >= s["steps"] * s["batch"] > (len(epochs) - 1) * len(train)
+for e in train + held:
+    assert len(e["input_ids"]) == len(e["token_type_ids"]) <= 24 and e["next_sentence_label"] in (0, 1)
+    assert e["masked"] and all(0 < p < len(e["input_ids"]) for p, _ in e["masked"])
+assert (s["steps"], s["batch"], s["warmup"]) == (6, 4, 2)
+PY
+cmp -s "$d/bx/vocab.txt" "$d/bxr/vocab.txt" || fail "--export: another vocabulary than the run's"
+if [ -f /usr/share/wordnet/data.noun ]; then
+  "$G" train bert-finetune --init-hf "$d/bx/init" --train-size 64 --batch 8 --eval-size 16 --test-size 32 \
+    --max-seq-len 24 --warmup 1 --steps 2 --run-dir "" >"$d/out" 2>"$d/err" ||
+    { cat "$d/err" >&2; fail "bert-finetune --init-hf of an export's init/"; }
+fi
+cp "$d/bx/settings.json" "$d/settings.before"
+# shellcheck disable=SC2086
+rc=$(run_rc $BP --corpus "$d/corpus.txt" --steps 6 --export "$d/bx" --run-dir "$d/bxr2")
+{ [ "$rc" -eq 1 ] && grep -q "is not an empty directory" "$d/err"; } || fail "--export into a used directory: exit $rc"
+cmp -s "$d/settings.before" "$d/bx/settings.json" || fail "a refused --export rewrote settings.json"
+# shellcheck disable=SC2086
+rc=$(run_rc $BP --corpus "$d/corpus.txt" --steps 6 --export "$d/bx-new" --run-dir "$d/bxr" --resume)
+{ [ "$rc" -eq 1 ] && grep -q "needs a fresh run" "$d/err"; } || fail "--export with --resume: exit $rc"
+
 # a refused run leaves the run directory as it was (vocab.txt byte for byte), and it resumes
 # shellcheck disable=SC2086
 "$G" $BP --corpus "$d/corpus.txt" --steps 4 --eval-every 2 --run-dir "$d/bp" >"$d/out" 2>"$d/err"
