@@ -82,6 +82,10 @@ Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen =
 Tensor embedding(const Tensor& weight, const Tensor& indices,
                  std::optional<int64_t> padding_idx = std::nullopt);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// torch.index_select(x, dim, index, out=out): writes into out (any strides, e.g. a narrowed
+// buffer), which must have the result's shape, x's dtype and device, and share no storage with
+// x. Not differentiable: graft::Error if x requires grad while grad mode is on.
+void index_select_out(Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 
 // ---- joining and splitting

@@ -118,6 +118,33 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return y;
 }
 
+void index_select_out(Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
+  check_defined(out, "index_select_out");
+  check_defined(x, "index_select_out");
+  check_index_dtype(index, "index_select_out");
+  GRAFT_CHECK(!(GradMode::is_enabled() && x.requires_grad()),
+              "index_select_out: not differentiable, but x requires grad; hint: use index_select, "
+              "or call it under NoGradGuard");
+  GRAFT_CHECK(index.dim() == 1 && x.dim() >= 1,
+              "index_select_out: needs x of rank >= 1 and a 1-D index, got {} and {}", x.shape(),
+              index.shape());
+  const int k = wrap_dim(dim, x.dim(), "index_select_out");
+  check_index_range(index, x.shape()[k], k, "index_select_out");
+  Shape s = x.shape();
+  s[k] = index.numel();
+  GRAFT_CHECK(out.shape() == s && out.dtype() == x.dtype() && out.device() == x.device(),
+              "index_select_out: out is {} {} on {}, expected {} {} on {}", out.dtype(),
+              out.shape(), out.device().str(), x.dtype(), s, x.device().str());
+  GRAFT_CHECK(out.storage() != x.storage(),
+              "index_select_out: out shares storage with x (the copy would read what it writes)");
+  if (!out.device().is_cpu() && !out.is_contiguous()) {  // the device kernels write dense outputs
+    out.copy_(index_select(x, k, index));
+    return;
+  }
+  const Backend& be = detail::backend("index_select", {&x, &index, &out});
+  detail::need(be.index_select, "index_select", x)(x.kview(), k, index.kview(), out.kview());
+}
+
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_defined(x, "gather");
   check_index_dtype(index, "gather");

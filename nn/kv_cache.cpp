@@ -71,21 +71,23 @@ void KVCache::append(const Tensor& kn, const Tensor& vn) {
 
 void KVCache::reorder(const Tensor& index) {
   if (!k.defined()) return;
-  Tensor nk = index_select(k, 0, index), nv = index_select(v, 0, index);  // [N, H, S, Dh]
-  if (!k_buf.defined()) {
-    k = nk;
-    v = nv;
+  if (!k_buf.defined()) {  // cross-attention, or a differentiable (concatenated) cache
+    k = index_select(k, 0, index);  // [N, H, S, Dh]
+    v = index_select(v, 0, index);
     return;
   }
-  if (nk.size(0) != k_buf.size(0)) {  // the batch changed size: new buffers
-    k_buf = grown(nk, allocated());
-    v_buf = grown(nv, allocated());
-  } else {
-    k_buf.narrow(2, 0, nk.size(2)).copy_(nk);
-    v_buf.narrow(2, 0, nv.size(2)).copy_(nv);
+  const int64_t N = index.numel(), S = length();
+  if (!k_alt.defined() || k_alt.size(0) != N || k_alt.size(2) != allocated()) {
+    k_alt = empty({N, k_buf.size(1), allocated(), k_buf.size(3)}, k_buf.options());
+    v_alt = empty({N, v_buf.size(1), allocated(), v_buf.size(3)}, v_buf.options());
   }
-  k = k_buf.narrow(2, 0, nk.size(2));
-  v = v_buf.narrow(2, 0, nv.size(2));
+  Tensor ka = k_alt.narrow(2, 0, S), va = v_alt.narrow(2, 0, S);
+  index_select_out(ka, k, 0, index);  // [N, H, S, Dh] of the spare buffers
+  index_select_out(va, v, 0, index);
+  std::swap(k_buf, k_alt);
+  std::swap(v_buf, v_alt);
+  k = k_buf.narrow(2, 0, S);
+  v = v_buf.narrow(2, 0, S);
 }
 
 }  // namespace graft::nn

@@ -24,14 +24,17 @@ struct KVCache {
   bool static_kv = false;  // cross-attention: project key/value once, then reuse
   int64_t capacity = 0;    // positions preallocated on the first append (0: 64)
   Tensor k_buf, v_buf;     // [B, H, capacity, head_dim] storage behind k and v (self-attention)
+  Tensor k_alt, v_alt;     // spare buffers of the same size: reorder() writes into them and swaps
 
   int64_t length() const { return k.defined() ? k.size(2) : 0; }
   int64_t allocated() const { return k_buf.defined() ? k_buf.size(2) : 0; }
-  void reset() { k = v = k_buf = v_buf = Tensor(); }
+  void reset() { k = v = k_buf = v_buf = k_alt = v_alt = Tensor(); }
   // Appends k_new, v_new [B, H, L, Dh] (static_kv: stores them). graft::Error when the batch,
   // heads, head size, dtype or device differ from what the cache holds.
   void append(const Tensor& k_new, const Tensor& v_new);
   // Beam search: row i of the batch becomes row index[i] (index int64 [N]; N may differ from B).
+  // In place (self-attention), the selected rows' first length() positions are copied once,
+  // into the spare buffers, which then become the cache's.
   void reorder(const Tensor& index);
 };
 

@@ -381,3 +381,20 @@ TEST_CASE("op-table cases of the index, loss and random ops pass gradcheck and g
     }
   }
 }
+
+TEST_CASE("index_select_out writes the selection into a view and refuses what it cannot do") {
+  Tensor x = arange(24, DType::f64).reshape({4, 3, 2});     // [4, 3, 2]
+  Tensor buf = full({3, 5, 2}, -1.0, DType::f64);           // out = its first 3 positions of dim 1
+  Tensor out = buf.narrow(1, 0, 3);
+  Tensor idx = i64({2, 0, 2}, {3});
+  index_select_out(out, x, 0, idx);
+  CHECK(amax(abs(out - index_select(x, 0, idx))).item<double>() == 0);
+  CHECK(amax(abs(buf.narrow(1, 3, 2) + 1.0)).item<double>() == 0);  // untouched
+  Tensor wrong = zeros({2, 3, 2}, DType::f64);
+  CHECK(has(error_of([&] { index_select_out(wrong, x, 0, idx); }), "expected float64 [3, 3, 2]"));
+  Tensor same = x.narrow(0, 0, 3);  // out inside x: the copy would read what it writes
+  CHECK(has(error_of([&] { index_select_out(same, x, 0, idx); }), "shares storage"));
+  Tensor xg = f64({1, 2, 3, 4}, {2, 2}, true), og = zeros({1, 2}, DType::f64);
+  CHECK(has(error_of([&] { index_select_out(og, xg, 0, i64({1}, {1})); }), "not differentiable"));
+  CHECK(has(error_of([&] { index_select_out(og, xg.detach(), 0, i64({2}, {1})); }), "out of range"));
+}
