@@ -190,6 +190,8 @@ def main():
     p.add_argument("--valid-size", type=int, default=200, help="dev pairs for the validation cross-entropy")
     p.add_argument("--test-size", type=int, default=500, help="test pairs to decode (0: none)")
     p.add_argument("--run-dir", default="")
+    p.add_argument("--load-graft", default="", help="start from a graft run's model.safetensors (with --steps 0: "
+                   "evaluate and decode graft's model with this code)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -206,6 +208,13 @@ def main():
     max_out = 2 * max(len(y) for y in dy + ty) + 10  # graft's default --max-out
     max_len = max([len(s) + 2 for s in xs + ys + dx + tx] + [max_out + 2])
     model = Model(src_side.size, tgt_side.size, a.d_model, a.heads, a.layers, a.ffn, a.dropout, max_len, a.init)
+    if a.load_graft:  # graft names the parameters as PyTorch does; its stacks are our `core`
+        from safetensors.torch import load_file
+        sd = {("core." + k if k.startswith(("encoder.", "decoder.")) else k): v
+              for k, v in load_file(a.load_graft).items() if k != "pos.pe"}
+        model.load_state_dict(sd, strict=False)
+        missing = set(model.state_dict()) - set(sd) - {"pe"}
+        assert not missing, f"{a.load_graft} lacks {sorted(missing)}"
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     C, w = a.d_model, a.warmup
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -270,8 +279,8 @@ def main():
     print(json.dumps({
         "workload": "transformer_bible", "framework": "torch", "torch": torch.__version__, "seed": a.seed,
         "threads": a.threads, "params": sum(q.numel() for q in model.parameters()), "steps": step,
-        "target_tokens": tokens, "train_wall_s": round(train_s, 2), "first_step_s": round(first_step_s, 2),
-        "tokens_per_s_after_first": round((tokens - first_n) / max(train_s - first_step_s, 1e-9), 1),
+        "target_tokens": tokens, "train_wall_s": round(train_s, 2), "first_step_s": round(first_step_s or 0, 2),
+        "tokens_per_s_after_first": round((tokens - first_n) / max(train_s - (first_step_s or 0), 1e-9), 1),
         "dev_nll": s / k, "test_examples": len(test), "test_decode_s": round(decode_s, 2)}))
 
 
