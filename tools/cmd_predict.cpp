@@ -1,7 +1,8 @@
 // `graft predict RUN_DIR`: labels (and, with --probs, their probabilities) for input text, one
 // example per line, from the run directory of a trained classifier: `graft train bert-finetune`
-// (one text per line; a line with a tab is refused, the task has no pairs) or `graft train
-// abcnn` (a sentence pair per line, A<TAB>B; labels 1 = match, 0 = not).
+// (wordnet-lexname: one text per line, a line with a tab is refused; wordnet-gloss-match: a
+// sentence and a gloss per line, A<TAB>B) or `graft train abcnn` (a sentence pair per line,
+// A<TAB>B). Pair labels: 1 = match, 0 = not.
 //
 //   graft train bert-finetune --init out/bert-pre --run-dir out/bert-ft
 //   echo "a small domesticated carnivore" | graft predict out/bert-ft --probs
@@ -94,22 +95,38 @@ int predict_bert(const PredictArgs& a, const RunModel& run, const std::vector<st
   model.eval();
   NoGradGuard ng;
   auto label = [&](int64_t k) { return task == "wordnet-lexname" ? data::lexname(k) : std::to_string(k); };
+  const bool pairs = task == "wordnet-gloss-match";  // [CLS] sentence [SEP] gloss [SEP]
   for (size_t i = 0; i < lines.size(); i += size_t(a.batch)) {
     const size_t n = std::min(lines.size() - i, size_t(a.batch));
-    std::vector<std::vector<int64_t>> rows;
+    std::vector<data::PairEncoding> rows;
     size_t T = 1;
     for (size_t r = i; r < i + n; ++r) {
-      GRAFT_CHECK(lines[r].find('\t') == std::string::npos, "predict: input line {} holds a tab, "
-                  "but {} classifies single texts ({}), one per line", r + 1, a.run_dir, task);
-      std::vector<int64_t> ids = tok.encode(lines[r], true);  // [CLS] ... [SEP]
-      if (int64_t(ids.size()) > max_len) ids.resize(size_t(max_len)), ids.back() = tok.sep_id();
-      T = std::max(T, ids.size());
-      rows.push_back(std::move(ids));
+      const size_t tab = lines[r].find('\t');
+      data::PairEncoding e;
+      if (pairs) {
+        GRAFT_CHECK(tab != std::string::npos && lines[r].find('\t', tab + 1) == std::string::npos,
+                    "predict: input line {} needs exactly one tab: {} classifies pairs ({}), one "
+                    "'sentence<TAB>gloss' per line", r + 1, a.run_dir, task);
+        e = tok.encode_pair(std::string_view(lines[r]).substr(0, tab),
+                            std::string_view(lines[r]).substr(tab + 1), max_len);
+      } else {
+        GRAFT_CHECK(tab == std::string::npos, "predict: input line {} holds a tab, but {} "
+                    "classifies single texts ({}), one per line", r + 1, a.run_dir, task);
+        e.input_ids = tok.encode(lines[r], true);  // [CLS] ... [SEP]
+        if (int64_t(e.input_ids.size()) > max_len)
+          e.input_ids.resize(size_t(max_len)), e.input_ids.back() = tok.sep_id();
+        e.token_type_ids.assign(e.input_ids.size(), 0);
+      }
+      T = std::max(T, e.input_ids.size());
+      rows.push_back(std::move(e));
     }
-    std::vector<int64_t> flat(n * T, tok.pad_id());
-    for (size_t b = 0; b < n; ++b) std::copy(rows[b].begin(), rows[b].end(), flat.begin() + long(b * T));
+    std::vector<int64_t> flat(n * T, tok.pad_id()), types(n * T, 0);
+    for (size_t b = 0; b < n; ++b) {
+      std::copy(rows[b].input_ids.begin(), rows[b].input_ids.end(), flat.begin() + long(b * T));
+      std::copy(rows[b].token_type_ids.begin(), rows[b].token_type_ids.end(), types.begin() + long(b * T));
+    }
     const Shape s{int64_t(n), int64_t(T)};
-    const Tensor logits = model.forward(from_vector(flat, s), zeros(s, DType::i64));  // [B, K]
+    const Tensor logits = model.forward(from_vector(flat, s), from_vector(types, s));  // [B, K]
     const std::vector<float> p = softmax(logits, -1).to(DType::f32).contiguous().to_vector<float>();
     for (size_t b = 0; b < n; ++b) print_row(p, K, int64_t(b), a.probs, label);
   }

@@ -163,7 +163,11 @@ class Tree:
 
 
 # The CLI smoke tests by their meson test name (tests/meson.build's cli_tests without extra args).
-CLI_SCRIPTS = {"cli": "cli_smoke.sh", "cli_json": "cli_json.sh", "cli_bert_abcnn": "cli_smoke_bert_abcnn.sh"}
+# test name -> the script under tests/tools and its arguments after the graft binary (paths
+# relative to the tree), as tests/meson.build runs them.
+CLI_SCRIPTS = {"cli": ("cli_smoke.sh",), "cli_json": ("cli_json.sh",),
+               "cli_bert_abcnn": ("cli_smoke_bert_abcnn.sh",),
+               "cli_predict": ("cli_smoke_predict.sh", "tests/fixtures/bert_hf")}
 
 
 def parse_test(spec):
@@ -176,8 +180,9 @@ def parse_test(spec):
 def test_command(tree, spec):
     exe, flt = parse_test(spec)
     if exe in CLI_SCRIPTS:  # a CLI smoke test (tests/tools/*.sh, given the graft binary)
-        return ["sh", str(tree.path / "tests/tools" / CLI_SCRIPTS[exe]),
-                str(tree.build / "tools/graft")]
+        script, *args = CLI_SCRIPTS[exe]
+        return ["sh", str(tree.path / "tests/tools" / script), str(tree.build / "tools/graft"),
+                *(str(tree.path / a) for a in args)]
     if exe == "isa":  # the CPU kernel copies (tests/ops/cpu_isa_levels.sh)
         return ["sh", str(tree.path / "tests/ops/cpu_isa_levels.sh"), str(tree.build / "tools/graft"),
                 str(tree.build / "tests/test_graft"),

@@ -113,5 +113,43 @@ if [ -f /usr/share/wordnet/data.noun ]; then
   expect 1 "line 1 holds a tab" predict "$d/bf" --input "$d/tab.txt"
   expect 1 "cannot read --input" predict "$d/bf" --input "$d/no-such.txt"
   expect 1 "(its model: bert-finetune); classify with it" sample "$d/bf"
+
+  # wordnet-gloss-match: sentence pairs, [CLS] A [SEP] B [SEP] with segments 0 and 1
+  # shellcheck disable=SC2086
+  "$G" $BF --task wordnet-gloss-match --run-dir "$d/gm" >"$d/out" 2>"$d/err" ||
+    { cat "$d/err" >&2; fail "bert-finetune --task wordnet-gloss-match failed"; }
+  grep -q '"task": "wordnet-gloss-match"' "$d/out" || fail "gloss-match: no result line"
+  grep -Eq 'train 64, dev [0-9]{4,}, test [0-9]{4,} pairs, 2 classes' "$d/err" ||
+    { cat "$d/err" >&2; fail "gloss-match: not 64 training pairs and thousands of dev/test pairs"; }
+  printf 'the dog barked all night\ta domesticated carnivorous mammal\nhe ran to the store\tmove fast by using the legs\nshe sat\ta unit of time\n' >"$d/gm.tsv"
+  "$G" predict "$d/gm" --probs --input "$d/gm.tsv" >"$d/g1" || fail "predict (gloss-match) failed"
+  [ "$(wc -l <"$d/g1")" -eq 3 ] || fail "predict (gloss-match): $(wc -l <"$d/g1") lines for 3 pairs"
+  awk -F '\t' 'NF != 2 || ($1 != 0 && $1 != 1) || $2 < 0.5 || $2 > 1 { exit 1 }' "$d/g1" ||
+    { cat "$d/g1" >&2; fail "predict (gloss-match) --probs: not 0|1<TAB>p >= 0.5"; }
+  "$G" predict "$d/gm" --probs --batch 1 <"$d/gm.tsv" >"$d/g2"
+  cmp -s "$d/g1" "$d/g2" || fail "predict (gloss-match) --batch 1: other probabilities than a padded batch"
+  expect 1 "needs exactly one tab" predict "$d/gm" --input "$d/in.txt"
+  # training and predict encode a pair alike: predict's accuracy on the 25 evenly spaced test
+  # pairs the run scores (rows i * n / 25) is the run's test_accuracy (k / 25: four exact
+  # decimals). The model: a vocabulary trained on the pairs' words (the fixture's knows few of
+  # them), 32 training pairs learnt by heart, so that its predictions depend on the input.
+  "$G" train abcnn --data wordnet --data-dir "$d/wp" --steps 1 --eval-every 0 --run-dir "" >/dev/null 2>&1 ||
+    fail "train abcnn --data wordnet (writing the pair TSVs) failed"
+  head -n 3000 "$d/wp/train.tsv" | awk -F '\t' '{ print $2; print $3 } NR % 40 == 0 { print "" }' >"$d/pairs-corpus.txt"
+  "$G" train bert-pretrain --corpus "$d/pairs-corpus.txt" --vocab-size 1500 --hidden 32 --layers 1 --heads 2 \
+    --ffn 64 --max-seq-len 32 --steps 1 --eval-every 0 --run-dir "$d/bp-pairs" >/dev/null 2>&1 ||
+    fail "bert-pretrain on the pairs' text failed"
+  n=$(wc -l <"$d/wp/test.tsv")
+  awk -F '\t' -v n="$n" 'BEGIN { for (i = 0; i < 25; i++) keep[int(i * n / 25)] = 1 }
+    (NR - 1) in keep { print $2 "\t" $3 > "'"$d"'/t25.tsv"; print $1 > "'"$d"'/t25.gold" }' "$d/wp/test.tsv"
+  "$G" train bert-finetune --init "$d/bp-pairs" --task wordnet-gloss-match --train-size 32 --batch 16 --lr 1e-2 \
+    --dropout 0 --steps 60 --warmup 2 --test-size 25 --max-seq-len 32 --eval-every 0 --run-dir "$d/gm25" >"$d/out" 2>"$d/err" ||
+    { cat "$d/err" >&2; fail "bert-finetune --task wordnet-gloss-match --test-size 25 failed"; }
+  "$G" predict "$d/gm25" --input "$d/t25.tsv" >"$d/t25.pred" || fail "predict (gloss-match, test pairs) failed"
+  [ "$(sort -u "$d/t25.pred" | wc -l)" -eq 2 ] || fail "gloss-match: the test model predicts one label for every pair"
+  acc=$(paste "$d/t25.pred" "$d/t25.gold" | awk '$1 == $2 { k++ } END { printf "%.2f", k / 25 }')
+  run_acc=$(sed -n 's/.*"test_accuracy": \([0-9.]*\).*/\1/p' "$d/out")
+  awk -v a="$acc" -v b="$run_acc" 'BEGIN { exit !(b != "" && a - b < 1e-9 && b - a < 1e-9) }' ||
+    { cat "$d/out" >&2; fail "gloss-match: predict scores $acc on the run's 25 test pairs, the run $run_acc"; }
 fi
 echo "cli smoke predict/sample: ok"
