@@ -111,6 +111,17 @@ struct CrossEntropyOptions {
 //   cross_entropy(logits_btv, target_bt);                      // class dim last
 //   cross_entropy(logits_bct, target_bt, {.class_dim = 1});    // PyTorch's layout
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions opt = {});
+// cross_entropy (with opt's label smoothing and reduction), and the plain mean negative
+// log-likelihood of the same non-ignored targets, -mean log p(t) (what perplexity reports),
+// read from the log-probabilities the loss computes anyway: one pass over the logits instead of
+// a second, unsmoothed cross_entropy. nll has no gradient; NaN when every target is ignored.
+//   auto [loss, nll] = cross_entropy_with_nll(logits_btv, target_bt, {.label_smoothing = 0.1});
+struct CrossEntropyWithNll {
+  Tensor loss;
+  double nll = 0.0;
+};
+CrossEntropyWithNll cross_entropy_with_nll(const Tensor& logits, const Tensor& target,
+                                           CrossEntropyOptions opt = {});
 
 // ---- operators
 Tensor operator-(const Tensor& x);

@@ -34,8 +34,9 @@ std::pair<Tensor, Tensor> target_distribution(const Tensor& target, int64_t V, i
 }
 
 // Per-row cross-entropy: logits [N, V] (float), target [N] (int64, already validated).
+// logp_out, when given, receives the log-probabilities [N, V] the loss was computed from.
 Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                          double ls) {
+                          double ls, Tensor* logp_out = nullptr) {
   const int64_t N = logits.shape()[0], V = logits.shape()[1];
   const Backend& be = detail::backend("cross_entropy", {&logits, &target});
   Tensor loss = Tensor::empty(Shape{N}, logits.options());
@@ -63,6 +64,7 @@ Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ig
     n->saved = {SavedTensor::input(logits), SavedTensor::input(target), SavedTensor::input(logp)};
     set_history(loss, n);
   }
+  if (logp_out) *logp_out = logp;
   return loss;
 }
 
@@ -76,7 +78,23 @@ void detail::check_class_target(const Tensor& input, const Tensor& target, const
               "convert with .to(DType::i64)", op, target.dtype());
 }
 
+// cross_entropy, and with `nll` the plain mean -logp[n, t] over the counted rows.
+static Tensor cross_entropy_impl(const Tensor& logits, const Tensor& target,
+                                 CrossEntropyOptions opt, double* nll);
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions opt) {
+  return cross_entropy_impl(logits, target, opt, nullptr);
+}
+
+CrossEntropyWithNll cross_entropy_with_nll(const Tensor& logits, const Tensor& target,
+                                           CrossEntropyOptions opt) {
+  CrossEntropyWithNll r;
+  r.loss = cross_entropy_impl(logits, target, opt, &r.nll);
+  return r;
+}
+
+static Tensor cross_entropy_impl(const Tensor& logits, const Tensor& target,
+                                 CrossEntropyOptions opt, double* nll) {
   check_defined(logits, "cross_entropy");
   check_defined(target, "cross_entropy");
   detail::check_float(logits, "cross_entropy");
@@ -121,7 +139,19 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
   }
 
   Tensor x2 = x.dim() == 2 ? x : x.reshape({N, V});
-  Tensor rows = cross_entropy_rows(x2, t1, opt.ignore_index, ls);
+  Tensor logp;
+  Tensor rows = cross_entropy_rows(x2, t1, opt.ignore_index, ls, nll ? &logp : nullptr);
+  if (nll && counted == 0) *nll = std::numeric_limits<double>::quiet_NaN();
+  if (nll && counted > 0) {
+    // nll = -mean_n logp[n, t_n] over counted rows: N reads of logp, not another pass over [N, V]
+    NoGradGuard ng;
+    std::vector<int64_t> at;
+    at.reserve(size_t(counted));
+    for (int64_t n = 0; n < N; ++n)
+      if (tv[size_t(n)] != opt.ignore_index) at.push_back(n * V + tv[size_t(n)]);
+    const Tensor picked = index_select(logp.reshape({N * V}), 0, from_vector(at, {counted}).to(logp.device()));
+    *nll = -sum(picked).item<double>() / double(counted);
+  }
   switch (opt.reduction) {
     case Reduction::none: return lead.size() == 1 ? rows : rows.reshape(lead);
     case Reduction::sum: return sum(rows);

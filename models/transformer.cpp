@@ -167,15 +167,13 @@ TransformerLoss Transformer::loss(const data::Seq2SeqBatch& b, double label_smoo
   ce.ignore_index = data::kPad;
   ce.label_smoothing = label_smoothing;
   TransformerLoss r;
-  r.loss = cross_entropy(flat, target, ce);
   r.tokens = b.target_tokens();
   if (label_smoothing == 0.0) {
+    r.loss = cross_entropy(flat, target, ce);
     r.nll = r.loss.item<double>();
-  } else {
-    NoGradGuard ng;
-    CrossEntropyOptions plain;
-    plain.ignore_index = data::kPad;
-    r.nll = cross_entropy(flat.detach(), target, plain).item<double>();
+  } else {  // the smoothed loss to train on, the plain NLL to report, from one pass
+    auto [loss, nll] = cross_entropy_with_nll(flat, target, ce);
+    r.loss = loss, r.nll = nll;
   }
   return r;
 }

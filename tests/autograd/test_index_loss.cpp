@@ -290,6 +290,37 @@ TEST_CASE("cross_entropy: class_dim 1 (PyTorch's [B, C] / [B, C, T]) equals the 
   CHECK(contains(m, "class dim 1"));
 }
 
+TEST_CASE("cross_entropy_with_nll: the smoothed loss of cross_entropy and the plain NLL of the same rows") {
+  Generator gen(11);
+  Tensor t = i64({0, 4, 2, 2, 1, 3}, {2, 3});  // [B, T], 2 is ignored below
+  for (int64_t cdim : {int64_t(-1), int64_t(1)}) {
+    INFO("class_dim " << cdim);
+    Tensor x = cdim == 1 ? uniform({2, 5, 3}, -3, 3, DType::f64, &gen)   // [B, C, T]
+                         : uniform({2, 3, 5}, -3, 3, DType::f64, &gen);  // [B, T, V]
+    CrossEntropyOptions o{.ignore_index = 2, .label_smoothing = 0.1, .class_dim = cdim};
+    CrossEntropyOptions plain = o;
+    plain.label_smoothing = 0.0;
+    Tensor a = x.detach().requires_grad_(), b = x.detach().requires_grad_();
+    auto [loss, nll] = cross_entropy_with_nll(a, t, o);
+    Tensor want = cross_entropy(b, t, o);
+    check_values(loss, want.to_vector<double>());
+    CHECK(nll == doctest::Approx(cross_entropy(x, t, plain).item()).epsilon(1e-13));
+    CHECK(nll != doctest::Approx(want.item()).epsilon(1e-3));  // smoothing changes the loss, not nll
+    // the loss trains as cross_entropy does
+    loss.backward();
+    want.backward();
+    check_values(a.grad(), b.grad().to_vector<double>());
+  }
+  // by hand: rows [0, log 3] vs ..., one ignored: nll = mean of -log softmax at the targets
+  Tensor two = f64({0, 0, 0, 1, 2, 3}, {2, 3});
+  auto [l2, n2] = cross_entropy_with_nll(two, i64({1, -100}, {2}), {.label_smoothing = 0.5});
+  CHECK(n2 == doctest::Approx(std::log(3.0)).epsilon(1e-14));
+  CHECK(l2.item() == doctest::Approx(std::log(3.0)).epsilon(1e-14));  // uniform row: smoothing moves nothing
+  auto [l3, n3] = cross_entropy_with_nll(two, i64({-100, -100}, {2}), {.label_smoothing = 0.1});
+  CHECK(std::isnan(n3));
+  CHECK(std::isnan(l3.item()));
+}
+
 TEST_CASE("cross_entropy: errors") {
   Tensor logits = zeros({3, 5}, DType::f64);
   std::string msg = error_of([&] { cross_entropy(logits, i64({0, 1, 7}, {3})); });
