@@ -32,6 +32,7 @@
 #include "autograd/tensor.h"
 
 #include "nn/attention.h"
+#include "nn/checkpoint_average.h"
 #include "nn/clip.h"
 #include "nn/conv.h"
 #include "nn/distributed.h"

@@ -165,10 +165,62 @@ std::string tokenize_13a(const std::string& line_in) {
   return fmt::format("{}", fmt::join(toks, " "));
 }
 
-std::string lowercase_ascii(std::string s) {
-  for (char& ch : s)
-    if (ch >= 'A' && ch <= 'Z') ch = char(ch - 'A' + 'a');
-  return s;
+namespace {
+
+// The lowercase of a code point in U+00C0..U+017F (Latin-1 letters, Latin Extended-A), as
+// Unicode's simple case mapping gives it; `cp` itself when it has none. U+0130 (İ) is left to
+// the caller (its lowercase is two code points).
+uint32_t lower_latin(uint32_t cp) {
+  if (cp >= 0xC0 && cp <= 0xDE && cp != 0xD7) return cp + 0x20;  // À-Þ, not ×
+  if (cp == 0x178) return 0xFF;                                  // Ÿ -> ÿ
+  const bool even = cp % 2 == 0;
+  // Ā..į, Ĳ..ķ, Ŋ..ŷ: pairs capital (even), small (odd); Ĺ..ň, Ź..ž: capital odd, small even
+  if ((cp >= 0x100 && cp <= 0x12F) || (cp >= 0x132 && cp <= 0x137) || (cp >= 0x14A && cp <= 0x177))
+    return even ? cp + 1 : cp;
+  if ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E)) return even ? cp : cp + 1;
+  return cp;
+}
+
+}  // namespace
+
+std::string lowercase(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto b = uint8_t(s[i]);
+    if (b >= 'A' && b <= 'Z') {
+      out += char(b - 'A' + 'a');
+      continue;
+    }
+    // two-byte sequences C3 80..C5 BF are U+00C0..U+017F
+    const bool latin = (b >= 0xC3 && b <= 0xC5) && i + 1 < s.size() && (uint8_t(s[i + 1]) & 0xC0) == 0x80;
+    if (!latin) {
+      out += char(b);
+      continue;
+    }
+    const uint32_t cp = (uint32_t(b & 0x1F) << 6) | (uint8_t(s[i + 1]) & 0x3F);
+    ++i;
+    if (cp == 0x130) {  // İ -> i + combining dot above (U+0307), as str.lower()
+      out += "i\xCC\x87";
+      continue;
+    }
+    const uint32_t lc = lower_latin(cp);
+    out += char(0xC0 | (lc >> 6));
+    out += char(0x80 | (lc & 0x3F));
+  }
+  return out;
+}
+
+BleuScore corpus_bleu_lowercase(const std::vector<std::string>& hypotheses,
+                                const std::vector<std::vector<std::string>>& references) {
+  std::vector<std::string> hyps;
+  for (const std::string& h : hypotheses) hyps.push_back(lowercase(h));
+  std::vector<std::vector<std::string>> refs;
+  for (const auto& rs : references) {
+    refs.emplace_back();
+    for (const std::string& r : rs) refs.back().push_back(lowercase(r));
+  }
+  return corpus_bleu(hyps, refs);
 }
 
 BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace graft::data {
@@ -29,15 +30,20 @@ struct BleuScore {
 // hypotheses[i] is scored against references[i] (one or more each). tokenize: apply 13a
 // first (sacreBLEU's default); otherwise tokens are split on spaces as given.
 // graft::Error when the counts differ or a hypothesis has no reference.
-// ASCII letters A-Z lowered, every other byte kept (UTF-8 stays valid): the "lowercased
-// references" figure that `train transformer` and `graft bleu` report beside plain BLEU.
-std::string lowercase_ascii(std::string s);
-
 BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
                       const std::vector<std::vector<std::string>>& references,
                       bool tokenize = true);
 // The same from pre-split tokens (one reference per hypothesis).
 BleuScore corpus_bleu_tokens(const std::vector<std::vector<std::string>>& hypotheses,
                              const std::vector<std::vector<std::string>>& references);
+
+// Lowercases UTF-8 text as Python's str.lower() does (what sacreBLEU's --lowercase applies) for
+// the letters of ASCII, Latin-1 (À-Þ) and Latin Extended-A (Ā-ž: the European Latin alphabets);
+// every other byte is kept, so valid UTF-8 stays valid ("Y ACONTECIÓ" -> "y aconteció").
+std::string lowercase(std::string_view s);
+// Case-insensitive corpus BLEU (sacreBLEU --lowercase): hypotheses and references lowercased.
+BleuScore corpus_bleu_lowercase(const std::vector<std::string>& hypotheses,
+                                const std::vector<std::vector<std::string>>& references);
+
 
 }  // namespace graft::data

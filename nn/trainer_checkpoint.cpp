@@ -38,28 +38,9 @@ constexpr const char* kBestModel = "best_model.safetensors";
 
 std::string step_dir_name(int64_t step) { return fmt::format("step-{:08d}", step); }
 
-// The step of a directory named like step_dir_name(), or -1.
-int64_t parse_step_dir(const std::string& name) {
-  if (name.size() < 6 || name.size() > 5 + 18 || name.rfind("step-", 0) != 0) return -1;
-  int64_t v = 0;
-  for (size_t i = 5; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return -1;
-    v = v * 10 + (name[i] - '0');
-  }
-  return v;
-}
-
-// The step directories under run/checkpoint, newest first.
+// The step directories under run/checkpoint, newest first (nn/run_files.h).
 std::vector<std::pair<int64_t, fs::path>> step_dirs(const fs::path& run) {
-  std::vector<std::pair<int64_t, fs::path>> out;
-  std::error_code ec;
-  if (!fs::is_directory(run / kCheckpointDir, ec)) return out;
-  for (const auto& e : fs::directory_iterator(run / kCheckpointDir, ec)) {
-    const int64_t s = parse_step_dir(e.path().filename().string());
-    if (s >= 0 && e.is_directory(ec)) out.emplace_back(s, e.path());
-  }
-  std::sort(out.rbegin(), out.rend());
-  return out;
+  return checkpoint_step_dirs(run.string());
 }
 
 // What a fresh start in `run` would throw away: the trainer's own files of an earlier run.

@@ -4,14 +4,15 @@
 // is scored exactly as graft's own.
 //
 //   graft bleu runs/tf/test_greedy.txt datasets/bible-en-es/test.tsv
-//   graft bleu torch_hyp.txt refs.txt --lowercase-only
+//   graft bleu torch_hyp.txt refs.txt
 //
 // REFERENCES is a text file (one reference per line) or, when it ends in .tsv, a parallel
 // corpus whose targets are the references (data::read_parallel_tsv). The first N references
 // are used, N = the hypotheses' line count (a run's test file holds its first --test-size
 // pairs); fewer references than hypotheses is an error. Prints one JSON line: the hypotheses'
-// count, BLEU against the references as given and against ASCII-lowercased ones, the n-gram
-// precisions, the brevity penalty and the lengths.
+// count, BLEU against the references as given, against lowercased ones (the hypotheses as they
+// are: the figure for a model whose output is lowercase), case-insensitive BLEU (both sides
+// lowercased, sacreBLEU's --lowercase), the n-gram precisions, the brevity penalty and the lengths.
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,13 +79,14 @@ int run_bleu(const BleuArgs& a) {
   std::vector<std::vector<std::string>> plain, lower;
   for (size_t i = 0; i < hyps.size(); ++i) {
     plain.push_back({refs[i]});
-    lower.push_back({data::lowercase_ascii(refs[i])});
+    lower.push_back({data::lowercase(refs[i])});
   }
   nlohmann::ordered_json out;
   out["hypotheses"] = hyps.size();
   const data::BleuScore s = data::corpus_bleu(hyps, plain);
   out["bleu"] = s.score;
   out["bleu_lowercased_references"] = data::corpus_bleu(hyps, lower).score;
+  out["bleu_case_insensitive"] = data::corpus_bleu_lowercase(hyps, plain).score;
   out["detail"] = score_json(s);
   fmt::print("{}\n", out.dump());
   return 0;

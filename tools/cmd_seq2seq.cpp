@@ -295,6 +295,7 @@ int cmd_train_seq2seq(const Seq2SeqArgs& a) {
 // ---------------------------------------------------------------- graft translate
 struct TranslateArgs {
   std::string run_dir;
+  std::string model;  // weights ("" = run_dir/model.safetensors)
   std::vector<std::string> inputs;
   int64_t beam = 5, max_len = 0, threads = 1;
   double length_penalty = 1.0;
@@ -304,10 +305,10 @@ struct TranslateArgs {
 
 int cmd_translate(const TranslateArgs& a) {
   omp_set_num_threads(int(a.threads));
-  const std::string mpath = a.run_dir + "/model.safetensors";
+  const std::string mpath = a.model.empty() ? a.run_dir + "/model.safetensors" : a.model;
   const nn::SafetensorsFile f = nn::load_safetensors(mpath);
   if (is_transformer_run(f.metadata)) {  // from graft train transformer: tools/cmd_transformer.cpp
-    TransformerTranslateArgs t{a.run_dir, a.inputs, a.beam, a.max_len, a.threads, a.length_penalty, a.heatmap, a.layer, a.head};
+    TransformerTranslateArgs t{a.run_dir, a.model, a.inputs, a.beam, a.max_len, a.threads, a.length_penalty, a.heatmap, a.layer, a.head};
     if (t.inputs.empty())
       for (std::string line; std::getline(std::cin, line);) t.inputs.push_back(line);
     return translate_transformer(t);
@@ -408,6 +409,7 @@ void register_seq2seq_commands(CLI::App& app, CLI::App& train, Commands& cmds) {
   CLI::App* tr = app.add_subcommand("translate", "Decode input lines (arguments or stdin) with a model from 'graft train seq2seq' or 'graft train transformer'");
   tr->add_option("--run-dir", ta->run_dir, "The training run directory (model.safetensors, src_vocab.txt, tgt_vocab.txt)")->required();
   tr->add_option("inputs", ta->inputs, "Input lines (default: read stdin)");
+  tr->add_option("--model", ta->model, "The weights (default: RUN_DIR/model.safetensors), e.g. 'graft average' of the run's checkpoints");
   tr->add_option("--beam", ta->beam, "Beam width (1 = greedy)")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(100)));
   tr->add_option("--max-len", ta->max_len, "Most output tokens (0 = 2 x input + 10)")->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(100000)));
   tr->add_option("--length-penalty", ta->length_penalty, "Beam ranking: logp / len^alpha")->capture_default_str()->check(positive_real("--length-penalty"));

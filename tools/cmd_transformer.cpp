@@ -153,12 +153,13 @@ int64_t longest(const std::vector<const Ids*>& sets) {
 }
 
 struct Eval {
-  double exact = 0, bleu = 0, bleu_lower = 0;
+  double exact = 0, bleu = 0, bleu_lower = 0, bleu_ci = 0;  // ci: case-insensitive
   std::vector<std::string> outputs;
 };
 
 // Decodes the first n pairs (0: all) in batches; exact match on token ids, corpus BLEU against
-// the raw references (as the recurrent model reports it) and against ASCII-lowercased ones.
+// the raw references (as the recurrent model reports it), against lowercased ones, and
+// case-insensitive (both sides lowercased, sacreBLEU --lowercase).
 // With `interruptible` (the final test decoding) a pending Ctrl-C throws nn::Interrupted
 // between batches; the evaluations inside training leave that to the trainer.
 Eval evaluate(models::Transformer& m, const data::Tokenizer& tgt_tok, const Ids& src, const Ids& ref,
@@ -178,11 +179,12 @@ Eval evaluate(models::Transformer& m, const data::Tokenizer& tgt_tok, const Ids&
     exact += hyps[i].tokens == ref[i];
     r.outputs.push_back(tgt_tok.decode(hyps[i].tokens));
     refs.push_back({ex[i].target});
-    refs_lower.push_back({data::lowercase_ascii(ex[i].target)});
+    refs_lower.push_back({data::lowercase(ex[i].target)});
   }
   r.exact = double(exact) / double(std::max<size_t>(count, 1));
   r.bleu = data::corpus_bleu(r.outputs, refs).score;
   r.bleu_lower = data::corpus_bleu(r.outputs, refs_lower).score;
+  r.bleu_ci = data::corpus_bleu_lowercase(r.outputs, refs).score;
   return r;
 }
 
@@ -292,7 +294,7 @@ int train_transformer(const Args& a) {
     Eval r = evaluate(model, *d.tgt_tok, d.tx, d.ty, d.test, o, 0, decode_batch, /*interruptible=*/true);
     const std::string name = beam == 1 ? std::string("greedy") : fmt::format("beam {}", beam);
     fmt::print("test ({} examples, {}): exact match {:.2f}%{}, decoded in {:.1f} s\n", d.test.size(), name,
-               100 * r.exact, corpus ? fmt::format(", BLEU {:.2f} (lowercased references {:.2f})", r.bleu, r.bleu_lower) : "",
+               100 * r.exact, corpus ? fmt::format(", BLEU {:.2f} (lowercased references {:.2f}, case-insensitive {:.2f})", r.bleu, r.bleu_lower, r.bleu_ci) : "",
                since(t1));
     const std::string key = beam == 1 ? "greedy" : "beam";
     if (!f.run_dir.empty()) {  // one detokenized hypothesis per test pair, for graft bleu
@@ -303,7 +305,11 @@ int train_transformer(const Args& a) {
       res["test_hypotheses_" + key] = file;
     }
     res["test_exact_" + key] = r.exact;
-    if (corpus) res["test_bleu_" + key] = r.bleu, res["test_bleu_lowercased_" + key] = r.bleu_lower;
+    if (corpus) {
+      res["test_bleu_" + key] = r.bleu;
+      res["test_bleu_lowercased_" + key] = r.bleu_lower;
+      res["test_bleu_case_insensitive_" + key] = r.bleu_ci;
+    }
     if (beam == a.beam) {
       for (size_t i = 0; i < std::min<size_t>(5, d.test.size()); ++i)
         fmt::print("  {:<40} -> {:<40} (reference {})\n", d.test[i].source.substr(0, 80), r.outputs[i].substr(0, 80),
@@ -326,7 +332,7 @@ int train_transformer(const Args& a) {
 // ---------------------------------------------------------------- graft translate (Transformer)
 int translate_transformer(const TransformerTranslateArgs& a) {
   omp_set_num_threads(int(a.threads));
-  const std::string mpath = a.run_dir + "/model.safetensors";
+  const std::string mpath = a.model.empty() ? a.run_dir + "/model.safetensors" : a.model;
   const nn::SafetensorsFile f = nn::load_safetensors(mpath);
   GRAFT_CHECK(is_transformer_run(f.metadata) && f.metadata.count("tokenizer"),
               "translate: {} has no 'transformer'/'tokenizer' metadata; hint: it must come from "

@@ -19,6 +19,7 @@ inline bool is_transformer_run(const std::map<std::string, std::string>& metadat
 
 struct TransformerTranslateArgs {
   std::string run_dir;
+  std::string model;                // weights ("" = run_dir/model.safetensors), e.g. from graft average
   std::vector<std::string> inputs;  // empty: none (the caller reads stdin first)
   int64_t beam = 5, max_len = 0, threads = 1;
   double length_penalty = 1.0;

@@ -19,7 +19,7 @@ using Commands = std::vector<Command>;
 
 // One line per file: void register_<area>_commands(CLI::App& app, CLI::App& train, Commands&);
 // (compile-info: tools/cmd_compile.cpp, seq2seq: tools/cmd_seq2seq.cpp, ...)
-#define GRAFT_TOOL_REGISTRARS(X) X(register_compile_commands) X(register_seq2seq_commands) X(register_abcnn_commands) X(register_transformer_commands) X(register_bert_commands) X(register_bert_finetune_commands) X(register_predict_commands) X(register_sample_commands) X(register_bleu_commands)
+#define GRAFT_TOOL_REGISTRARS(X) X(register_compile_commands) X(register_seq2seq_commands) X(register_abcnn_commands) X(register_transformer_commands) X(register_bert_commands) X(register_bert_finetune_commands) X(register_predict_commands) X(register_sample_commands) X(register_bleu_commands) X(register_average_commands)
 
 #define GRAFT_DECLARE_REGISTRAR(fn) void fn(CLI::App& app, CLI::App& train, Commands& cmds);
 GRAFT_TOOL_REGISTRARS(GRAFT_DECLARE_REGISTRAR)

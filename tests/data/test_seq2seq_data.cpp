@@ -448,6 +448,23 @@ TEST_CASE("corpus_bleu and tokenize_13a agree with sacreBLEU") {
   }
 }
 
+TEST_CASE("lowercase and case-insensitive BLEU agree with Python's str.lower() and sacreBLEU") {
+  std::ifstream in(std::string(GRAFT_FIXTURES) + "/bleu_sacrebleu.json");
+  REQUIRE(in.good());
+  const nlohmann::json j = nlohmann::json::parse(in);
+  REQUIRE(j["lowercase"].size() >= 5);
+  for (const auto& t : j["lowercase"]) {
+    INFO(t["line"].get<std::string>());
+    CHECK(lowercase(t["line"].get<std::string>()) == t["lower"].get<std::string>());
+  }
+  const auto& c = j["corpus_bleu_lowercase"];
+  const auto hyps = c["hyps"].get<std::vector<std::string>>();
+  const auto refs = c["refs"].get<std::vector<std::vector<std::string>>>();
+  CHECK(corpus_bleu_lowercase(hyps, refs).score == doctest::Approx(c["score"].get<double>()).epsilon(1e-9));
+  CHECK(corpus_bleu(hyps, refs).score < c["score"].get<double>() - 10);  // the case matters here
+  CHECK(lowercase("caf\xC3") == "caf\xC3");  // a truncated sequence is kept as it is
+}
+
 // ---------------------------------------------------------------- parallel corpora
 TEST_CASE("parse_diatheke: verse lines, poetry continuation, titles and markup dropped") {
   const std::string text =

@@ -157,9 +157,25 @@ if "$G" $S2T --valid-size 40 --run-dir "$d/tsv3" >"$d/out" 2>&1; then
 fi
 grep -q "too few to hold out --valid-size 40" "$d/out"
 "$G" train transformer --task tsv --tsv-train "$d/p.tsv" --tsv-test "$d/p.tsv" --valid-size 8 \
-  --test-size 5 --steps 2 --d-model 16 --heads 2 --layers 1 --ffn 32 --tokenizer char \
-  --run-dir "$d/tsv4" >"$d/out" 2>&1
+  --test-size 5 --steps 3 --d-model 16 --heads 2 --layers 1 --ffn 32 --tokenizer char \
+  --checkpoint-every 1 --keep-checkpoints 3 --run-dir "$d/tsv4" >"$d/out" 2>&1
 grep -q "task tsv: 32 train / 8 valid / 5 test pairs, vocab .* (char-level" "$d/out"
+# average: the newest checkpoints into one model file that translate --model decodes with; the
+# newest one alone is the final model; an existing output is refused, a missing model too
+"$G" average --run-dir "$d/tsv4" --last 2 >"$d/avg.json"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); c=j["checkpoints"]
+assert len(c) == 2 and "step-00000003" in c[0] and "step-00000002" in c[1], j' "$d/avg.json"
+"$G" translate --run-dir "$d/tsv4" --model "$d/tsv4/model_avg2.safetensors" "w3 x3" >"$d/avg2.txt"
+test "$(wc -l <"$d/avg2.txt")" -eq 1
+"$G" average --run-dir "$d/tsv4" --last 1 >/dev/null
+"$G" translate --run-dir "$d/tsv4" --model "$d/tsv4/model_avg1.safetensors" "w3 x3" "y1" >"$d/avg1.txt"
+"$G" translate --run-dir "$d/tsv4" "w3 x3" "y1" >"$d/final.txt"
+cmp "$d/avg1.txt" "$d/final.txt"
+if "$G" average --run-dir "$d/tsv4" --last 2 >"$d/out" 2>&1; then echo "average replaced its output" >&2; exit 1; fi
+grep -q "model_avg2.safetensors exists; hint: --overwrite" "$d/out"
+if "$G" translate --run-dir "$d/tsv4" --model "$d/none.safetensors" "w3" >"$d/out" 2>&1; then
+  echo "translate --model of a missing file passed" >&2; exit 1
+fi
 # --tokenizer sentencepiece: subword models saved in the run directory and used by translate
 "$G" train transformer --task tsv --tsv-train "$d/p.tsv" --tsv-test "$d/p.tsv" --valid-size 8 \
   --test-size 5 --steps 2 --d-model 16 --heads 2 --layers 1 --ffn 32 --tokenizer sentencepiece \
@@ -167,6 +183,11 @@ grep -q "task tsv: 32 train / 8 valid / 5 test pairs, vocab .* (char-level" "$d/
 grep -q "(sentencepiece-level" "$d/out"
 test -s "$d/tsv5/src_spm.model" && test -s "$d/tsv5/tgt_spm.model"
 "$G" translate --run-dir "$d/tsv5" "w3 x3" >"$d/out" 2>&1
+# translate --model decodes with that file: tsv5's model does not fit tsv4's vocabularies
+if "$G" translate --run-dir "$d/tsv4" --model "$d/tsv5/model.safetensors" "w3" >"$d/out" 2>&1; then
+  echo "translate --model: another run's model was not read" >&2; exit 1
+fi
+grep -q "tsv4/src_spm.model" "$d/out"
 # bleu: the run's test hypotheses score as its results.json says; references equal to the
 # hypotheses score 100; more hypotheses than references is an error
 test "$(wc -l <"$d/tsv5/test_greedy.txt")" -eq 5
@@ -178,6 +199,11 @@ printf 'the cat sat on the mat\nA dog ran\n' >"$d/refs.txt"
 grep -q '"bleu":100.0' "$d/out"
 # ... and against lowercased references "A dog ran" no longer matches itself
 if grep -q '"bleu_lowercased_references":100.0' "$d/out"; then echo "bleu: lowercased references unchanged" >&2; exit 1; fi
+# ... while case-insensitive BLEU (both sides lowercased) of an uppercased copy is 100 again
+printf 'THE CAT SAT ON THE MAT\na DOG ran\n' >"$d/upper.txt"
+"$G" bleu "$d/upper.txt" "$d/refs.txt" >"$d/out"
+python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))
+assert abs(b["bleu_case_insensitive"] - 100) < 1e-9 and b["bleu"] < 50, b' "$d/out"
 if "$G" bleu "$d/refs.txt" "$d/tsv5/test_greedy.txt.none" >"$d/out" 2>&1; then echo "bleu of a missing file passed" >&2; exit 1; fi
 head -n 1 "$d/refs.txt" >"$d/ref1.txt"
 if "$G" bleu "$d/refs.txt" "$d/ref1.txt" >"$d/out" 2>&1; then echo "bleu with too few references passed" >&2; exit 1; fi
@@ -321,7 +347,7 @@ test "$rc" -eq 1 && grep -q "steps: 20 -> 40" "$d/out"
 "$G" train mlp --steps 20 --run-dir "$d/sched" --resume >"$d/out" 2>&1
 # graft help lists every subcommand, and explains one
 "$G" help >"$d/out"
-for c in ops devices version help train plot compile-info translate data predict sample bleu; do
+for c in ops devices version help train plot compile-info translate data predict sample bleu average; do
   grep -Eq "^  $c " "$d/out" || { echo "graft help does not list $c" >&2; exit 1; }
 done
 "$G" help train seq2seq | grep -q -- "--time-budget"
