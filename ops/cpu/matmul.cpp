@@ -262,6 +262,7 @@ template <class T> void add_bias(T* out, const TensorView& bias, int64_t rows, i
 // thread count is part of the key: oneDNN sizes its work split and scratchpad at creation.
 struct MmKey {
   int64_t nd, has_bias, threads, bf16;  // bf16: a and b are bf16 (out and bias stay f32)
+  int64_t ldc;                          // row stride of out (N, or more for a column slice)
   int64_t ad[kMaxDims], as[kMaxDims], bd[kMaxDims], bs[kMaxDims], cd[kMaxDims];
   bool operator==(const MmKey& o) const { return pod_equal(*this, o); }
 };
@@ -283,7 +284,8 @@ MmEntry& lookup(const MmKey& key) {
   const int nd = int(key.nd);
   auto dims = [nd](const int64_t* d) { return dnnl::memory::dims(d, d + nd); };
   dnnl::memory::dims cd = dims(key.cd), cs(nd, 1);
-  for (int i = nd - 2; i >= 0; --i) cs[i] = cs[i + 1] * cd[i + 1];
+  cs[nd - 2] = key.ldc;
+  for (int i = nd - 3; i >= 0; --i) cs[i] = cs[i + 1] * cd[i + 1];
   const dt in_dt = key.bf16 ? dt::bf16 : dt::f32;
   dnnl::memory::desc a_md(dims(key.ad), in_dt, dims(key.as));
   dnnl::memory::desc b_md(dims(key.bd), in_dt, dims(key.bs));
@@ -421,14 +423,16 @@ void to_bf16(int nd, DnnlOperand& op, std::vector<uint16_t>& buf, bool parallel)
   op.ptr = dst;
 }
 
-// f32 product through oneDNN (inputs rounded to bf16 when `bf16`); returns false when oneDNN
-// cannot do it well (the caller falls back to the own f32 kernel).
+// f32 product through oneDNN (inputs rounded to bf16 when `bf16`); out's rows are `ldc` apart
+// (ldc = N, or more for a column slice of a 2-D out). Returns false when oneDNN cannot do it
+// well (the caller falls back to the own f32 kernel).
 bool dnnl_matmul(const Problem& p, const float* a, const float* b, const TensorView* bias,
-                 float* out, bool bf16) {
+                 float* out, bool bf16, int64_t ldc) {
   const int nd = p.nb + 2;
   MmKey key;
   std::memset(&key, 0, sizeof key);
   key.nd = nd;
+  key.ldc = ldc;
   key.has_bias = bias != nullptr;
   key.bf16 = bf16;
   // Small products run on one thread: oneDNN would still fork a team, and the fork and join
@@ -478,6 +482,43 @@ bool dnnl_matmul(const Problem& p, const float* a, const float* b, const TensorV
   return true;
 }
 
+// A bf16 product rounds each operand into a buffer as large as the operand (kept for the next
+// call): for the gradient of a [B T, V] logits matrix that is B T V 2 bytes beside the f32 one.
+// So a product whose a or b is larger than this many elements runs in slices of out's rows (a
+// is the larger) or columns (b is), each slice rounding only its part of that operand.
+constexpr int64_t kBf16SliceElems = int64_t(1) << 21;  // 4 MiB of bf16
+
+bool dnnl_matmul_bf16_sliced(Problem p, const float* a, const float* b, const TensorView* bias,
+                             float* out) {
+  // [n, M, K] @ [K, N] with a's batches back to back is one [n M, K] @ [K, N] (linear's x)
+  if (p.nb == 1 && p.batch[0].sb == 0 && p.batch[0].sa == p.M * p.am) {
+    p.M *= p.batch[0].n;
+    p.nb = 0;
+  }
+  const int64_t a_el = p.batches() * p.M * p.K, b_el = p.batches() * p.K * p.N;
+  if (p.nb != 0 || std::max(a_el, b_el) <= kBf16SliceElems) return dnnl_matmul(p, a, b, bias, out, true, p.N);
+  const bool rows = a_el >= b_el;  // slice the larger operand: a by rows, b by columns
+  const int64_t len = rows ? p.M : p.N;
+  const int64_t want = std::max<int64_t>(1, kBf16SliceElems / std::max<int64_t>(p.K, 1));
+  const int64_t slices = (len + want - 1) / want, size = (len + slices - 1) / slices;  // <= 2 shapes
+  for (int64_t s0 = 0; s0 < len; s0 += size) {
+    Problem q = p;
+    const int64_t n = std::min(size, len - s0);
+    bool ok;
+    if (rows) {
+      q.M = n;
+      ok = dnnl_matmul(q, a + s0 * p.am, b, bias, out + s0 * p.N, true, p.N);
+    } else {
+      q.N = n;
+      TensorView bs;
+      if (bias) bs = *bias, bs.data = bias->ptr<float>() + s0;
+      ok = dnnl_matmul(q, a, b + s0 * p.bn, bias ? &bs : nullptr, out + s0, true, p.N);
+    }
+    if (!ok) return false;  // the caller's fallback overwrites all of out
+  }
+  return true;
+}
+
 // x rounded to the nearest bf16 (to nearest even), as an f32.
 inline float bf16_round(float x) {
   const uint32_t u = uint32_t(bf16_bits(x)) << 16;
@@ -515,7 +556,8 @@ void matmul_impl(const TensorView& a, const TensorView& b, const TensorView* bia
   const bool dnnl_ok = use_onednn() && out.dtype == DType::f32 && p.K > 0 &&
                        p.batches() * p.M * p.N * p.K >= kTinyMacs &&
                        (!bias || bias->strides[bias->rank() - 1] == 1);
-  if (dnnl_ok && dnnl_matmul(p, a.ptr<float>(), b.ptr<float>(), bias, out.ptr<float>(), bf16))
+  if (dnnl_ok && (bf16 ? dnnl_matmul_bf16_sliced(p, a.ptr<float>(), b.ptr<float>(), bias, out.ptr<float>())
+                      : dnnl_matmul(p, a.ptr<float>(), b.ptr<float>(), bias, out.ptr<float>(), false, p.N)))
     return;
   if (bf16) {
     // The own kernel on bf16-rounded copies (same strides, so p still describes them).

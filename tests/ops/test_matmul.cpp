@@ -254,3 +254,46 @@ TEST_CASE("matmul/linear bf16: fast kernels (oneDNN and own) agree with the roun
   cpu::matmul(a.v, b.v, o2.v, Precision::f32);
   for (int64_t i = 0; i < 64; ++i) CHECK(o1.at(i) == o2.at(i));
 }
+
+TEST_CASE("matmul/linear bf16: operands over 2^21 elements run in slices, same results") {
+  // oneDNN's bf16 path rounds a (or b) into a buffer slice by slice when it is larger than 2^21
+  // elements: slices of out's rows when a is the larger, of its columns when b is (with the
+  // bias sliced too); a linear's [n, M, K] input counts as one [n M, K] matrix.
+  const bool onednn_before = cpu::use_onednn();
+  cpu::set_use_onednn(true);
+  const int64_t K = 4096, big = 600, small = 24;  // 600 x 4096 = 2.46M elements: two slices
+  auto check_mm = [&](const TensorView& a, const TensorView& b, const Shape& out_shape) {
+    Buf fast(out_shape, DType::f32), want(out_shape, DType::f32);
+    fast.rand(100, 101, 9);
+    cpu::matmul(a, b, fast.v, Precision::bf16);
+    cpu::ref::matmul(a, b, want.v, Precision::bf16);
+    check_close(fast, want, atol_for(DType::f32, K), rtol_for(DType::f32));
+  };
+  Buf tall({big, K}, DType::f32), wide({K, big}, DType::f32), thin({K, small}, DType::f32), flat({small, K}, DType::f32);
+  tall.rand(-1, 1, 80);
+  wide.rand(-1, 1, 81);
+  thin.rand(-1, 1, 82);
+  flat.rand(-1, 1, 83);
+  SUBCASE("a by rows") { check_mm(tall.v, thin.v, {big, small}); }
+  SUBCASE("b by columns") { check_mm(flat.v, wide.v, {small, big}); }
+  SUBCASE("a column-major (a gradient's transpose) by rows") {
+    check_mm(view(wide, {big, K}, {1, big}), thin.v, {big, small});
+  }
+  SUBCASE("linear: [2, 300, K] input by rows, and a [600, K] weight by columns with its bias") {
+    Buf bias_s({small}, DType::f32), bias_b({big}, DType::f32);
+    bias_s.rand(-1, 1, 84);
+    bias_b.rand(-1, 1, 85);
+    TensorView x3 = view(tall, {2, big / 2, K}, {big / 2 * K, K, 1});
+    Buf lf({2, big / 2, small}, DType::f32), lw({2, big / 2, small}, DType::f32);
+    lf.rand(100, 101, 10);
+    cpu::linear(x3, flat.v, bias_s.v, lf.v, Precision::bf16);
+    cpu::ref::linear(x3, flat.v, bias_s.v, lw.v, Precision::bf16);
+    check_close(lf, lw, atol_for(DType::f32, K), rtol_for(DType::f32));
+    Buf wf({small, big}, DType::f32), ww({small, big}, DType::f32);
+    wf.rand(100, 101, 11);
+    cpu::linear(flat.v, tall.v, bias_b.v, wf.v, Precision::bf16);
+    cpu::ref::linear(flat.v, tall.v, bias_b.v, ww.v, Precision::bf16);
+    check_close(wf, ww, atol_for(DType::f32, K), rtol_for(DType::f32));
+  }
+  cpu::set_use_onednn(onednn_before);
+}
