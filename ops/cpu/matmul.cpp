@@ -424,10 +424,12 @@ void to_bf16(int nd, DnnlOperand& op, std::vector<uint16_t>& buf, bool parallel)
 }
 
 // f32 product through oneDNN (inputs rounded to bf16 when `bf16`); out's rows are `ldc` apart
-// (ldc = N, or more for a column slice of a 2-D out). Returns false when oneDNN cannot do it
+// (ldc = N, or more for a column slice of a 2-D out). `ready_a` / `ready_b`, when given, is that
+// operand already rounded (a slice's shared operand). Returns false when oneDNN cannot do it
 // well (the caller falls back to the own f32 kernel).
 bool dnnl_matmul(const Problem& p, const float* a, const float* b, const TensorView* bias,
-                 float* out, bool bf16, int64_t ldc) {
+                 float* out, bool bf16, int64_t ldc, const DnnlOperand* ready_a = nullptr,
+                 const DnnlOperand* ready_b = nullptr) {
   const int nd = p.nb + 2;
   MmKey key;
   std::memset(&key, 0, sizeof key);
@@ -456,7 +458,10 @@ bool dnnl_matmul(const Problem& p, const float* a, const float* b, const TensorV
   A.d[nd - 2] = p.M, A.d[nd - 1] = p.K, A.s[nd - 2] = p.am, A.s[nd - 1] = p.ak;
   B.d[nd - 2] = p.K, B.d[nd - 1] = p.N, B.s[nd - 2] = p.bk, B.s[nd - 1] = p.bn;
   key.cd[nd - 2] = p.M, key.cd[nd - 1] = p.N;
+  if (ready_a) A = *ready_a;
+  if (ready_b) B = *ready_b;
   for (DnnlOperand* op : {&A, &B}) {
+    if ((op == &A && ready_a) || (op == &B && ready_b)) continue;
     tidy_unit_strides(nd, op->d, op->s);
     if (bf16) {
       thread_local std::vector<uint16_t> bufs[2];
@@ -498,6 +503,14 @@ bool dnnl_matmul_bf16_sliced(Problem p, const float* a, const float* b, const Te
   const int64_t a_el = p.batches() * p.M * p.K, b_el = p.batches() * p.K * p.N;
   if (p.nb != 0 || std::max(a_el, b_el) <= kBf16SliceElems) return dnnl_matmul(p, a, b, bias, out, true, p.N);
   const bool rows = a_el >= b_el;  // slice the larger operand: a by rows, b by columns
+  // the other operand is rounded once, for every slice
+  thread_local std::vector<uint16_t> shared_buf;
+  DnnlOperand other;
+  other.ptr = rows ? b : a;
+  other.d[0] = rows ? p.K : p.M, other.d[1] = rows ? p.N : p.K;
+  other.s[0] = rows ? p.bk : p.am, other.s[1] = rows ? p.bn : p.ak;
+  tidy_unit_strides(2, other.d, other.s);
+  to_bf16(2, other, shared_buf, omp_get_max_threads() > 1);
   const int64_t len = rows ? p.M : p.N;
   const int64_t want = std::max<int64_t>(1, kBf16SliceElems / std::max<int64_t>(p.K, 1));
   const int64_t slices = (len + want - 1) / want, size = (len + slices - 1) / slices;  // <= 2 shapes
@@ -507,12 +520,12 @@ bool dnnl_matmul_bf16_sliced(Problem p, const float* a, const float* b, const Te
     bool ok;
     if (rows) {
       q.M = n;
-      ok = dnnl_matmul(q, a + s0 * p.am, b, bias, out + s0 * p.N, true, p.N);
+      ok = dnnl_matmul(q, a + s0 * p.am, b, bias, out + s0 * p.N, true, p.N, nullptr, &other);
     } else {
       q.N = n;
       TensorView bs;
       if (bias) bs = *bias, bs.data = bias->ptr<float>() + s0;
-      ok = dnnl_matmul(q, a, b + s0 * p.bn, bias ? &bs : nullptr, out + s0, true, p.N);
+      ok = dnnl_matmul(q, a, b + s0 * p.bn, bias ? &bs : nullptr, out + s0, true, p.N, &other, nullptr);
     }
     if (!ok) return false;  // the caller's fallback overwrites all of out
   }
