@@ -57,11 +57,22 @@ template <auto M> constexpr bool kRandom = false;
 template <> constexpr bool kRandom<&Backend::uniform> = true;
 template <> constexpr bool kRandom<&Backend::normal> = true;
 template <> constexpr bool kRandom<&Backend::dropout_mask> = true;
-// Attention kernels draw their dropout mask from (seed, offset) in their arguments: a replay
-// would freeze it, so a traced step may use attention only without dropout (checked below).
+// Attention kernels draw their dropout mask from (seed, offset) in their AttentionArgs (the
+// fifth argument). With dropout, the forward call draws them from its generator again on every
+// replay, and its backward call reads the same draw (a DropoutDraw shared by the two calls).
 template <auto M> constexpr bool kAttention = false;
 template <> constexpr bool kAttention<&Backend::attention> = true;
 template <> constexpr bool kAttention<&Backend::attention_backward> = true;
+template <auto M> constexpr bool kAttentionForward = false;
+template <> constexpr bool kAttentionForward<&Backend::attention> = true;
+struct DropoutDraw {
+  uint64_t seed = 0, offset = 0;
+};
+// The dropout stream's length of an attention call: one draw per score, B H T S (q [B,H,T,D],
+// k [B,H,S,D]).
+inline uint64_t attention_draws(const TensorView& q, const TensorView& k) {
+  return uint64_t(q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2]);
+}
 template <auto M> constexpr bool kCrossEntropy = false;
 template <> constexpr bool kCrossEntropy<&Backend::cross_entropy> = true;
 
@@ -71,8 +82,20 @@ template <> constexpr bool kCrossEntropy<&Backend::cross_entropy> = true;
 template <auto M, class... A> class Call final : public KernelCall {
  public:
   explicit Call(const std::decay_t<A>&... a) : args_(a...) {}
+  void set_draw(std::shared_ptr<DropoutDraw> d) { draw_ = std::move(d); }
 
   void run(const Backend& real, const TensorView* views, Generator* gen) const override {
+    if constexpr (kAttention<M>) {
+      if (draw_) {  // dropout: the forward draws afresh, the backward reuses its forward's draw
+        std::tuple<std::decay_t<A>...> args = args_;
+        AttentionArgs& a = std::get<4>(args);
+        if constexpr (kAttentionForward<M>)
+          *draw_ = {gen->seed, gen->advance(attention_draws(views[0], views[1]))};
+        a.seed = draw_->seed, a.offset = draw_->offset;
+        call(real, views, args, std::index_sequence_for<A...>{});
+        return;
+      }
+    }
     if constexpr (kRandom<M>) {
       // A fresh draw: the last two arguments, (seed, offset), come from the generator.
       std::tuple<std::decay_t<A>...> args = args_;
@@ -102,6 +125,7 @@ template <auto M, class... A> class Call final : public KernelCall {
   }
 
   std::tuple<std::decay_t<A>...> args_;
+  std::shared_ptr<DropoutDraw> draw_;  // attention with dropout
 };
 
 // A readable label: the kernel plus its op enum ("unary tanh", "binary add", "reduce sum").
@@ -188,6 +212,30 @@ class Tracer final : public StorageObserver {
   void written() {
     for (const ArgRef& a : g_.ops.back().args)
       if (a.buffer >= 0 && a.role != 'R') written_[a.buffer] = 1;
+  }
+  // Attention with dropout. The forward: the generator that advanced for its stream becomes the
+  // op's, and a new draw is kept under the stream's (seed, offset). The backward: the draw of
+  // the forward with its (seed, offset), recorded earlier in this trace.
+  std::shared_ptr<DropoutDraw> attention_forward_draw(const AttentionArgs& a, uint64_t count) {
+    Generator* gen = Generator::last_advanced();
+    GRAFT_CHECK(gen && gen->seed == a.seed && gen->offset == a.offset + count,
+                "compile: attention dropout drew (seed {}, offset {}) without advancing a Generator "
+                "just before; a traced attention must draw from a graft::Generator", a.seed, a.offset);
+    pending_gen_ = gen;
+    auto d = std::make_shared<DropoutDraw>(DropoutDraw{a.seed, a.offset});
+    draws_[{a.seed, a.offset}] = d;
+    return d;
+  }
+  std::shared_ptr<DropoutDraw> attention_backward_draw(const AttentionArgs& a) {
+    auto it = draws_.find({a.seed, a.offset});
+    GRAFT_CHECK(it != draws_.end(), "compile: an attention backward with dropout whose forward ran "
+                "outside the traced function; hint: run forward and backward in the same step");
+    return it->second;
+  }
+  // After record(): the generator noted by attention_forward_draw is the new op's.
+  void attach_pending_generator() {
+    g_.ops.back().gen = pending_gen_;
+    pending_gen_ = nullptr;
   }
   // uniform/normal/dropout_mask: which generator advanced for this draw.
   void note_random(const TensorView& out, uint64_t seed, uint64_t offset) {
@@ -374,6 +422,9 @@ class Tracer final : public StorageObserver {
   std::vector<char> created_after_read_;  // per buffer: made after an input was read on the host
   std::vector<char> grad_mode_;           // per op
   bool host_read_input_ = false;
+  // attention dropout draws by their traced (seed, offset), and the forward's generator
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<DropoutDraw>> draws_;
+  Generator* pending_gen_ = nullptr;
 };
 
 namespace {
@@ -391,10 +442,17 @@ template <auto M, Kernel K, class... A> struct Entry<M, K, void (*)(A...)> {
                 "ops/kernel_list.h: one role per TensorView argument");
   static void fn(A... a) {
     Tracer& t = *autograd_context().tracer;
-    if constexpr (kAttention<M>)
-      GRAFT_CHECK(std::get<4>(std::tie(a...)).dropout_p == 0.0,
-                  "compile: attention dropout inside a traced step would replay one frozen mask; "
-                  "hint: trace with dropout_p = 0 (eval mode) or run the step eagerly");
+    auto call = std::make_shared<Call<M, A...>>(a...);
+    if constexpr (kAttention<M>) {
+      const auto all = std::tie(a...);
+      const AttentionArgs& args = std::get<4>(all);
+      if (args.dropout_p > 0.0) {
+        if constexpr (kAttentionForward<M>)
+          call->set_draw(t.attention_forward_draw(args, attention_draws(std::get<0>(all), std::get<1>(all))));
+        else
+          call->set_draw(t.attention_backward_draw(args));
+      }
+    }
     std::string label = kernel_name(K);
     (describe(label, a), ...);
     constexpr size_t kViews = (0 + ... + size_t(is_view<A>));
@@ -405,7 +463,9 @@ template <auto M, Kernel K, class... A> struct Entry<M, K, void (*)(A...)> {
           if constexpr (is_view<A>) views[n++] = &a;
         }(),
         ...);
-    t.record(K, std::make_shared<Call<M, A...>>(a...), std::move(label), views, n);
+    t.record(K, std::move(call), std::move(label), views, n);
+    if constexpr (kAttentionForward<M>)
+      if (std::get<4>(std::tie(a...)).dropout_p > 0.0) t.attach_pending_generator();
     if constexpr (kRandom<M>) {  // (out, ..., seed, offset)
       const auto all = std::tie(a...);
       t.note_random(std::get<0>(all), std::get<sizeof...(A) - 2>(all), std::get<sizeof...(A) - 1>(all));

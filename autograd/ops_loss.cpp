@@ -13,6 +13,7 @@
 
 #include "autograd/case_util.h"
 #include "autograd/dispatch.h"
+#include "autograd/compile.h"
 #include "autograd/functions.h"
 #include "autograd/node.h"
 
@@ -89,6 +90,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
 CrossEntropyWithNll cross_entropy_with_nll(const Tensor& logits, const Tensor& target,
                                            CrossEntropyOptions opt) {
   CrossEntropyWithNll r;
+  // Inside a graft::compile trace the value cannot be read on the host (a replay would not
+  // repeat the read): nll is NaN there, the loss is traced as usual.
+  if (trace::tracing()) {
+    r.loss = cross_entropy_impl(logits, target, opt, nullptr);
+    r.nll = std::numeric_limits<double>::quiet_NaN();
+    return r;
+  }
   r.loss = cross_entropy_impl(logits, target, opt, &r.nll);
   return r;
 }

@@ -8,6 +8,9 @@
 //    plus its pinned outputs (value) vs the most bytes of storage made during an eager step alive
 //    at once (reference, measured with a StorageObserver); ratio = value / reference (target
 //    <= 0.7).
+//  * trace_replay_transformer_time: the Transformer training step (bench_transformer's, dropout
+//    on), replay (value; replay_onednn with oneDNN matmuls) against the eager step (reference);
+//    ratio = eager / replay (issue target: a traced Transformer step is not slower than eager).
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -23,6 +26,9 @@
 #include "autograd/grad_mode.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
+#include "data/batching.h"
+#include "models/transformer.h"
+#include "ops/random.h"
 
 using namespace graft;
 
@@ -120,10 +126,59 @@ void run(const std::vector<int64_t>& sizes, int64_t B, int reps) {
   std::fflush(stdout);
 }
 
+// The Transformer training step of bench_transformer (3+3 layers, d 256, FFN 1024, vocab 8000,
+// batch 32 x 64 tokens, dropout 0.1 everywhere, attention included): forward, loss, backward,
+// replayed from a plan (with graft's own matmul, and with oneDNN's) against the eager step.
+void run_transformer(int reps) {
+  const int64_t V = 8000, B = 32, L = 64;
+  manual_seed(0);
+  models::Transformer model({.src_vocab = V, .tgt_vocab = V, .d_model = 256, .nhead = 4,
+                             .num_encoder_layers = 3, .num_decoder_layers = 3,
+                             .dim_feedforward = 1024, .dropout = 0.1, .tie_output = false, .max_len = L});
+  model.train();
+  Generator g(0);
+  std::vector<std::vector<int64_t>> src(static_cast<size_t>(B)), tgt(static_cast<size_t>(B));
+  for (size_t b = 0; b < size_t(B); ++b) {
+    for (int64_t t = 0; t < L - 1; ++t) src[b].push_back(4 + int64_t(philox_uniform(g.seed, g.advance(1)) * double(V - 4)));
+    tgt[b].assign(src[b].rbegin(), src[b].rend());
+  }
+  const data::Seq2SeqBatch batch = data::make_seq2seq_batch(src, tgt);
+  const std::vector<Tensor> in{batch.src, batch.src_lengths, batch.src_key_padding_mask,
+                               batch.tgt_in, batch.tgt_out, batch.tgt_lengths};
+  std::vector<Tensor> state = model.parameters();
+  for (auto& [n, t] : model.named_buffers()) state.push_back(t);
+  StepFunction fn = [&](const std::vector<Tensor>& v) -> std::vector<Tensor> {
+    {
+      NoGradGuard ng;
+      for (Tensor& p : model.parameters())
+        if (p.grad().defined()) p.grad().zero_();
+    }
+    Tensor loss = model.loss(data::Seq2SeqBatch{v[0], v[1], v[2], v[3], v[4], v[5]}, 0.0).loss;
+    loss.backward();
+    return {loss};
+  };
+  fn(in);  // every parameter gets its .grad
+  CompiledFunction step = compile(fn, state), step_dnnl = compile(fn, state, {.onednn = true});
+  for (int i = 0; i < 2; ++i) fn(in), step(in), step_dnnl(in);  // trace, warm up
+  const double t_eager = median_us([&] { fn(in); }, reps) / 1000;
+  const double t_replay = median_us([&] { step(in); }, reps) / 1000;
+  const double t_replay_dnnl = median_us([&] { step_dnnl(in); }, reps) / 1000;
+  fmt::print("{{\"name\": \"trace_replay_transformer_time\", \"value\": {:.1f}, \"unit\": \"ms/step\", "
+             "\"reference\": {:.1f}, \"reference_source\": \"eager tape step (oneDNN matmuls, the "
+             "default)\", \"ratio\": {:.2f}, \"replay_onednn\": {:.1f}, \"ratio_onednn\": {:.2f}, "
+             "\"kernels\": {}, \"threads\": {}}}\n",
+             t_replay, t_eager, t_eager / t_replay, t_replay_dnnl, t_eager / t_replay_dnnl,
+             step.plan_for(in)->stats.live, graft::requested_threads());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --no-transformer: the MLP steps only
+  const bool transformer = !(argc > 1 && std::string(argv[1]) == "--no-transformer");
   run({784, 256, 256, 10}, 32, 200);  // the issue's MLP step
   run({2, 64, 64, 2}, 32, 2000);      // the two-spirals MLP (graft train mlp): op overhead rules
+  if (transformer) run_transformer(5);
   return 0;
 }

@@ -114,6 +114,10 @@ def main():
                 emit("trace_replay_" + l["name"].removeprefix("trace_replay_"), max(threads), "f32",
                      l["value"], None, "us/step",
                      ratio_default_replay_vs_default_eager=l["ratio_default_replay_vs_default_eager"])
+            if l["name"] == "trace_replay_transformer_time":
+                emit("trace_replay_transformer", max(threads), "f32", l["value"], None, "ms/step",
+                     eager_ms=l["reference"], ratio_eager_vs_replay=l["ratio"],
+                     replay_onednn_ms=l["replay_onednn"], ratio_eager_vs_replay_onednn=l["ratio_onednn"])
     if want("busy_machine") and 2 in threads:
         # graft on 1 and on 2 threads, each beside one CPU-bound process: 2 must not be slower
         with Hog():

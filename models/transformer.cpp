@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "autograd/compile.h"
 #include "autograd/grad_mode.h"
 #include "data/tokenizer.h"
 #include "models/options_json.h"
@@ -170,7 +172,8 @@ TransformerLoss Transformer::loss(const data::Seq2SeqBatch& b, double label_smoo
   r.tokens = b.target_tokens();
   if (label_smoothing == 0.0) {
     r.loss = cross_entropy(flat, target, ce);
-    r.nll = r.loss.item<double>();
+    // not read inside a graft::compile trace (a replay would not repeat a host read)
+    r.nll = trace::tracing() ? std::numeric_limits<double>::quiet_NaN() : r.loss.item<double>();
   } else {  // the smoothed loss to train on, the plain NLL to report, from one pass
     auto [loss, nll] = cross_entropy_with_nll(flat, target, ce);
     r.loss = loss, r.nll = nll;
