@@ -19,6 +19,12 @@ peak * (T - e)/(T - w) (graft's LinearWarmupDecay, e = steps taken); gradient no
 at the exported clip norm. Evaluation: the exported held-out examples in batches of 64, eval loss
 (mean of the batches' loss), masked-LM accuracy over all masked tokens, NSP accuracy over pairs,
 as graft's pretrain_eval. Dropout masks are each framework's own. Prints one JSON line at the end.
+
+Long runs: every --checkpoint-every steps the state (model, AdamW, schedule, torch's RNG, the step
+and the elapsed time) is saved to RUN_DIR/checkpoint.pt (written to a temporary file, then
+renamed over the old one); --resume continues from it (metrics.jsonl keeps its lines up to the
+checkpoint's step) and continues the same losses as an uninterrupted run. Without --resume a
+RUN_DIR that holds a checkpoint is refused.
 """
 import argparse
 import json
@@ -81,6 +87,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=0, help="stop after N steps (0: the exported run's)")
     p.add_argument("--eval-every", type=int, default=-1, help="-1: the exported run's")
+    p.add_argument("--checkpoint-every", type=int, default=250, help="0: no checkpoints")
+    p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/checkpoint.pt")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     with open(os.path.join(a.export, "settings.json")) as f:
@@ -100,9 +108,34 @@ def main():
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda e: e / w if e < w else max(0.0, (total - e) / (total - w)))
     os.makedirs(a.run_dir, exist_ok=True)
-    log = open(os.path.join(a.run_dir, "metrics.jsonl"), "w")
+    ckpt, metrics = os.path.join(a.run_dir, "checkpoint.pt"), os.path.join(a.run_dir, "metrics.jsonl")
+    start, before = 0, 0.0  # the checkpoint's step and the seconds of earlier sessions
+    if os.path.exists(ckpt) and not a.resume:
+        sys.exit(f"{ckpt} exists: pass --resume to continue that run (or use another --run-dir)")
+    if a.resume and os.path.exists(ckpt):
+        c = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(c["model"])
+        opt.load_state_dict(c["optimizer"])
+        sched.load_state_dict(c["scheduler"])
+        torch.set_rng_state(c["rng"])
+        start, before = c["step"], c["elapsed"]
+        kept = [l for l in open(metrics, encoding="utf-8") if json.loads(l)["step"] <= start]
+        with open(metrics, "w", encoding="utf-8") as f:
+            f.writelines(kept)
+        print(f"resumed at step {start} ({before:.0f} s of training before)", file=sys.stderr)
+    t0 -= before
+    log = open(metrics, "a" if start else "w", encoding="utf-8")
+
+    def save_checkpoint(step):
+        log.flush()
+        tmp = ckpt + f".tmp.{os.getpid()}"
+        torch.save({"step": step, "elapsed": time.perf_counter() - t0, "model": model.state_dict(),
+                    "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                    "rng": torch.get_rng_state()}, tmp)
+        os.replace(tmp, ckpt)
+
     ev = {}
-    for step in range(1, steps + 1):
+    for step in range(start + 1, steps + 1):
         rows = order[(step - 1) * B: step * B]
         ids, types, mask, labels, nsp = batch([train[i] for i in rows], s["pad_id"])
         out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels,
@@ -121,7 +154,11 @@ def main():
             log.write(json.dumps({"step": step, "elapsed": time.perf_counter() - t0,
                                   **{"eval_" + k: v for k, v in ev.items()}}) + "\n")
             log.flush()
+        if a.checkpoint_every > 0 and step % a.checkpoint_every == 0 and step < steps:
+            save_checkpoint(step)
     log.close()
+    if not ev:  # resumed at the last step
+        ev = evaluate(model, held_out, s["pad_id"])
     train_s = time.perf_counter() - t0
     model.save_pretrained(os.path.join(a.run_dir, "model"), safe_serialization=True)
     shutil.copy(os.path.join(a.export, "vocab.txt"), os.path.join(a.run_dir, "model", "vocab.txt"))
