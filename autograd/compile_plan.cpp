@@ -107,12 +107,13 @@ bool covers(const ArgRef& a, const Buffer& b) {
 // ------------------------------------------------------------------ dead-code elimination
 // Backwards over the kernels: a kernel is live if it writes a buffer that outlives the call or
 // that a later live kernel reads. (Writes never "kill" a buffer here: a view may cover only part
-// of it, so this stays conservative.) Random kernels always run: they advance their generator.
+// of it, so this stays conservative.) Random kernels, and attention with dropout (an op with a
+// generator), always run: they advance their generator.
 void eliminate_dead_code(Graph& g) {
   std::vector<char> needed(g.buffers.size(), 0);
   for (size_t i = g.ops.size(); i-- > 0;) {
     Op& op = g.ops[i];
-    bool live = is_random(op.kernel);
+    bool live = is_random(op.kernel) || op.gen != nullptr;
     for (const ArgRef& a : op.args)
       if (a.buffer >= 0 && a.role != 'R' && (needed[a.buffer] || persistent(g.buffers[a.buffer])))
         live = true;

@@ -95,3 +95,18 @@ TEST_CASE("compile: a Transformer training step with dropout replays like eager"
   CHECK(l1 == l2);
   CHECK(l1 == fn(in)[0].item<float>());
 }
+
+TEST_CASE("compile: an unused attention with dropout still advances the generator, like eager") {
+  StepFunction fn = [](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor q = in[0].unsqueeze(1);
+    (void)scaled_dot_product_attention(q, q, q, {}, 0.5);  // dead: only its draw matters
+    return {dropout(in[0], 0.5)};
+  };
+  CompiledFunction c = compile(fn);
+  const Tensor x = ones({2, 5, 4});
+  c({x});  // trace
+  manual_seed(9);
+  const std::vector<float> eager = values(fn({x})[0]);
+  manual_seed(9);
+  CHECK(values(c({x})[0]) == eager);
+}
