@@ -9,8 +9,12 @@
 //    "model_gflops": that / step time}
 // The PyTorch figure comes from running transformer.py on the same machine (bench/
 // transformer_vs_torch.sh runs both, and bench_matmul, in one go).
-// Usage: bench_transformer [--steps N] [--warmup N] [--threads N] [--bf16]
+// Usage: bench_transformer [--steps N] [--warmup N] [--threads N] [--batch B] [--bible-recipe] [--bf16]
 //   --bf16: forward (and so each matmul's backward) under AutocastGuard(Precision::bf16)
+//   --batch B: B sequence pairs per step (default 32: B x 64 target tokens)
+//   --bible-recipe: the model of the Bible runs (pre-norm, tied output, label smoothing 0.1), to
+//     compare with `graft train transformer --task bible --max-tokens N` at B x 64 = that run's
+//     target tokens per step (--max-tokens 4096 batches hold ~3,200: --batch 50)
 #include <omp.h>
 
 #include <time.h>
@@ -37,8 +41,8 @@ using bench::vm_hwm_mib;
 
 int main(int argc, char** argv) {
   bench::DataParallel dp(&argc, &argv);  // under mpirun: each rank takes B / ranks rows
-  int64_t steps = 10, warmup = 2;
-  bool bf16 = false, overlap = true;
+  int64_t steps = 10, warmup = 2, B = 32;
+  bool bf16 = false, overlap = true, bible = false;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (std::strcmp(argv[i], "--bf16") == 0) {
@@ -51,21 +55,26 @@ int main(int argc, char** argv) {
       warmup = std::stoll(argv[++i]);
     } else if (has_value && std::strcmp(argv[i], "--threads") == 0) {
       omp_set_num_threads(std::stoi(argv[++i]));
+    } else if (has_value && std::strcmp(argv[i], "--batch") == 0) {
+      B = std::stoll(argv[++i]);
+    } else if (std::strcmp(argv[i], "--bible-recipe") == 0) {
+      bible = true;
     } else {
-      std::fprintf(stderr, "usage: bench_transformer [--steps N] [--warmup N] [--threads N] [--bf16] [--dp-no-overlap]\n");
+      std::fprintf(stderr, "usage: bench_transformer [--steps N] [--warmup N] [--threads N] [--batch B] "
+                   "[--bible-recipe] [--bf16] [--dp-no-overlap]\n");
       return 2;
     }
   }
-  if (steps < 1 || warmup < 0) {
-    std::fprintf(stderr, "bench_transformer: --steps must be >= 1 and --warmup >= 0\n");
+  if (steps < 1 || warmup < 0 || B < 1) {
+    std::fprintf(stderr, "bench_transformer: --steps and --batch must be >= 1 and --warmup >= 0\n");
     return 2;
   }
-  const int64_t V = 8000, B = 32, L = 64;
+  const int64_t V = 8000, L = 64;
   manual_seed(0);
   models::Transformer model({.src_vocab = V, .tgt_vocab = V, .d_model = 256, .nhead = 4,
                              .num_encoder_layers = 3, .num_decoder_layers = 3,
-                             .dim_feedforward = 1024, .dropout = 0.1, .tie_output = false,
-                             .max_len = L});
+                             .dim_feedforward = 1024, .dropout = 0.1, .norm_first = bible,
+                             .tie_output = bible, .max_len = L});
   optim::Adam opt(model.parameters(), {.lr = 1e-4});
   Generator g(0);
   std::vector<std::vector<int64_t>> src(static_cast<size_t>(B)), tgt(static_cast<size_t>(B));
@@ -87,7 +96,7 @@ int main(int argc, char** argv) {
     opt.zero_grad();
     models::TransformerLoss l = [&] {
       AutocastGuard ac(bf16 ? Precision::bf16 : Precision::f32);
-      return model.loss(batch, 0.0);
+      return model.loss(batch, bible ? 0.1 : 0.0);
     }();
     dp.before_backward();
     l.loss.backward();  // matmul backwards follow their forward's precision
