@@ -167,10 +167,20 @@ std::string tokenize_13a(const std::string& line_in) {
 
 namespace {
 
-// The lowercase of a code point in U+00C0..U+017F (Latin-1 letters, Latin Extended-A), as
-// Unicode's simple case mapping gives it; `cp` itself when it has none. U+0130 (İ) is left to
-// the caller (its lowercase is two code points).
-uint32_t lower_latin(uint32_t cp) {
+// The lowercase of a code point in U+00C0..U+017F (Latin-1 letters, Latin Extended-A) or
+// U+0400..U+052F (Cyrillic and its supplement), as Unicode's simple case mapping gives it; `cp`
+// itself when it has none. U+0130 (İ) is left to the caller (its lowercase is two code points).
+uint32_t lower_two_byte(uint32_t cp) {
+  if (cp >= 0x400) {  // Cyrillic
+    if (cp <= 0x40F) return cp + 0x50;  // Ѐ-Џ
+    if (cp <= 0x42F) return cp + 0x20;  // А-Я
+    if (cp == 0x4C0) return 0x4CF;      // Ӏ
+    // pairs capital/small: Ѡ..ҁ, Ҋ..ҿ, Ӑ..ԯ with the capital even; Ӂ..ӎ with it odd
+    if ((cp >= 0x460 && cp <= 0x481) || (cp >= 0x48A && cp <= 0x4BF) || (cp >= 0x4D0 && cp <= 0x52F))
+      return cp % 2 == 0 ? cp + 1 : cp;
+    if (cp >= 0x4C1 && cp <= 0x4CE) return cp % 2 == 1 ? cp + 1 : cp;
+    return cp;
+  }
   if (cp >= 0xC0 && cp <= 0xDE && cp != 0xD7) return cp + 0x20;  // À-Þ, not ×
   if (cp == 0x178) return 0xFF;                                  // Ÿ -> ÿ
   const bool even = cp % 2 == 0;
@@ -192,9 +202,10 @@ std::string lowercase(std::string_view s) {
       out += char(b - 'A' + 'a');
       continue;
     }
-    // two-byte sequences C3 80..C5 BF are U+00C0..U+017F
-    const bool latin = (b >= 0xC3 && b <= 0xC5) && i + 1 < s.size() && (uint8_t(s[i + 1]) & 0xC0) == 0x80;
-    if (!latin) {
+    // two-byte sequences C3 80..C5 BF are U+00C0..U+017F, D0 80..D4 BF U+0400..U+052F
+    const bool cased = ((b >= 0xC3 && b <= 0xC5) || (b >= 0xD0 && b <= 0xD4)) && i + 1 < s.size() &&
+                       (uint8_t(s[i + 1]) & 0xC0) == 0x80;
+    if (!cased) {
       out += char(b);
       continue;
     }
@@ -204,7 +215,7 @@ std::string lowercase(std::string_view s) {
       out += "i\xCC\x87";
       continue;
     }
-    const uint32_t lc = lower_latin(cp);
+    const uint32_t lc = lower_two_byte(cp);
     out += char(0xC0 | (lc >> 6));
     out += char(0x80 | (lc & 0x3F));
   }

@@ -38,8 +38,9 @@ BleuScore corpus_bleu_tokens(const std::vector<std::vector<std::string>>& hypoth
                              const std::vector<std::vector<std::string>>& references);
 
 // Lowercases UTF-8 text as Python's str.lower() does (what sacreBLEU's --lowercase applies) for
-// the letters of ASCII, Latin-1 (À-Þ) and Latin Extended-A (Ā-ž: the European Latin alphabets);
-// every other byte is kept, so valid UTF-8 stays valid ("Y ACONTECIÓ" -> "y aconteció").
+// the letters of ASCII, Latin-1 (À-Þ), Latin Extended-A (Ā-ž: the European Latin alphabets) and
+// Cyrillic (U+0400-U+052F); every other byte is kept, so valid UTF-8 stays valid ("Y ACONTECIÓ"
+// -> "y aconteció"). Not lowered: Greek (its final sigma depends on context), and the rest.
 std::string lowercase(std::string_view s);
 // Case-insensitive corpus BLEU (sacreBLEU --lowercase): hypotheses and references lowercased.
 BleuScore corpus_bleu_lowercase(const std::vector<std::string>& hypotheses,
