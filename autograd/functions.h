@@ -114,7 +114,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
 // cross_entropy (with opt's label smoothing and reduction), and the plain mean negative
 // log-likelihood of the same non-ignored targets, -mean log p(t) (what perplexity reports),
 // read from the log-probabilities the loss computes anyway: one pass over the logits instead of
-// a second, unsmoothed cross_entropy. nll has no gradient; NaN when every target is ignored.
+// a second, unsmoothed cross_entropy. nll has no gradient; it is NaN when every target is
+// ignored, and inside a graft::compile trace (it would be a host read of a traced value).
 //   auto [loss, nll] = cross_entropy_with_nll(logits_btv, target_bt, {.label_smoothing = 0.1});
 struct CrossEntropyWithNll {
   Tensor loss;

@@ -58,7 +58,7 @@ struct TransformerOptions {
 
 struct TransformerLoss {
   Tensor loss;         // label-smoothed cross-entropy (mean over target tokens)
-  double nll = 0;      // the plain cross-entropy per target token (no smoothing)
+  double nll = 0;      // plain cross-entropy per target token (no smoothing); NaN when traced
   int64_t tokens = 0;  // target tokens counted
 };
 
